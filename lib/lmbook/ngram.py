@@ -1,0 +1,153 @@
+"""Chapter 1: n-gram language models estimated by counting.
+
+P(w_1..w_N) = prod_i P(w_i | w_{i-n+1} .. w_{i-1}), with every sentence padded by n-1 start symbols <s>
+and closed by an end symbol </s> (so the model also decides where a sentence stops).
+
+Smoothing, selected by name:
+- ``"mle"``: c(h, w) / c(h). Unseen n-grams get probability 0, so one unseen n-gram makes perplexity infinite.
+- ``"add-k"``: (c(h, w) + k) / (c(h) + k V); k = 1 is Laplace smoothing.
+- ``"kneser-ney"``: interpolated Kneser-Ney with absolute discount D (Chen & Goodman 1999): the highest order
+  uses counts, lower orders use continuation counts N1+(. h w), and the unigram level is interpolated with the
+  uniform distribution so that every word in the vocabulary has non-zero probability.
+
+Words seen fewer than ``min_count`` times in training, and every word unseen in training, map to <unk>.
+The vocabulary V the model predicts over is the training words, </s> and <unk> (never <s>).
+
+Left out on purpose: modified KN with three discounts, backoff (Katz) models, and pruning.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+
+__all__ = ["NGramLM", "BOS", "EOS", "UNK", "SMOOTHINGS"]
+
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+SMOOTHINGS = ("mle", "add-k", "kneser-ney")
+
+
+class NGramLM:
+    """An n-gram model: ``NGramLM(3, smoothing="kneser-ney").fit(sentences).perplexity(other_sentences)``."""
+
+    def __init__(self, n: int, smoothing: str = "kneser-ney", k: float = 1.0, discount: float = 0.75,
+                 min_count: int = 1):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an int >= 1, got {n!r}")
+        if smoothing not in SMOOTHINGS:
+            raise ValueError(f"smoothing must be one of {SMOOTHINGS}, got {smoothing!r}")
+        if not k > 0:
+            raise ValueError(f"k must be > 0 for add-k smoothing, got {k!r}")
+        if not 0 < discount < 1:
+            raise ValueError(f"discount must be in (0, 1), got {discount!r}")
+        if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+            raise ValueError(f"min_count must be an int >= 1, got {min_count!r}")
+        self.n, self.smoothing, self.k, self.discount, self.min_count = n, smoothing, k, discount, min_count
+        self.vocab: list[str] = []
+
+    # ----- training -------------------------------------------------------------------------------
+    def fit(self, sentences) -> NGramLM:
+        """Count n-grams of every order 1..n in ``sentences`` (a list of lists of words)."""
+        sentences = _validate_sentences(sentences)
+        freq = Counter(w for s in sentences for w in s)
+        known = {w for w, c in freq.items() if c >= self.min_count and w not in (BOS, EOS, UNK)}
+        self.vocab = sorted(known) + [EOS, UNK]
+        self._known = known
+        # counts[m][h][w] = c(h, w) for contexts h of length m-1
+        self.counts = {m: defaultdict(Counter) for m in range(1, self.n + 1)}
+        for sent in sentences:
+            padded = [BOS] * (self.n - 1) + [self._map(w) for w in sent] + [EOS]
+            for i in range(self.n - 1, len(padded)):
+                for m in range(1, self.n + 1):
+                    self.counts[m][tuple(padded[i - m + 1:i])][padded[i]] += 1
+        # continuation counts for Kneser-Ney's lower orders: cont[m][h][w] = |{x : c(x, h, w) > 0}|
+        self.cont = {m: defaultdict(Counter) for m in range(1, self.n)}
+        for m in range(2, self.n + 1):
+            for h, followers in self.counts[m].items():
+                for w in followers:
+                    self.cont[m - 1][h[1:]][w] += 1
+        return self
+
+    def _map(self, word: str) -> str:
+        return word if word in self._known or word == EOS else UNK
+
+    # ----- probabilities ---------------------------------------------------------------------------
+    def prob(self, word: str, context=()) -> float:
+        """P(word | context). Only the last n-1 words of ``context`` matter; a short context is padded with <s>."""
+        if not self.vocab:
+            raise ValueError("the model is not trained yet: call fit(sentences) first")
+        if isinstance(context, str):
+            raise TypeError("context must be a sequence of words, not a str; use context=['the', 'cat']")
+        h = tuple(self._map(w) if w != BOS else BOS for w in context)
+        h = ((BOS,) * (self.n - 1) + h)[len(h):] if self.n > 1 else ()
+        w = self._map(word)
+        if self.smoothing == "kneser-ney":
+            return self._kneser_ney(w, h, self.n)
+        followers = self.counts[self.n].get(h, {})
+        total = sum(followers.values())
+        if self.smoothing == "mle":
+            return followers.get(w, 0) / total if total else 0.0  # MLE is undefined for unseen contexts: 0
+        return (followers.get(w, 0) + self.k) / (total + self.k * len(self.vocab))
+
+    def _kneser_ney(self, w: str, h: tuple, m: int) -> float:
+        """Interpolated KN at order m: max(c(h,w) - D, 0)/c(h) + D * N1+(h .)/c(h) * P_KN(w | h[1:])."""
+        table = self.counts[m] if m == self.n else self.cont[m]  # counts at the top, continuations below
+        followers = table.get(h, {})
+        total = sum(followers.values())
+        lower = self._kneser_ney(w, h[1:], m - 1) if m > 1 else 1.0 / len(self.vocab)
+        if total == 0:  # unseen context: all weight on the lower order
+            return lower
+        D = self.discount
+        return max(followers.get(w, 0) - D, 0.0) / total + D * len(followers) / total * lower
+
+    def distribution(self, context=()) -> dict[str, float]:
+        """The whole next-word distribution P(. | context) over the vocabulary; it sums to 1."""
+        return {w: self.prob(w, context) for w in self.vocab}
+
+    # ----- evaluation and sampling -----------------------------------------------------------------
+    def log_likelihood(self, sentences) -> tuple[float, int]:
+        """(sum of ln P over every word and every </s>, number of predicted tokens)."""
+        sentences = _validate_sentences(sentences)
+        total, count = 0.0, 0
+        for sent in sentences:
+            for i, w in enumerate(list(sent) + [EOS]):
+                p = self.prob(w, sent[max(0, i - self.n + 1):i])
+                total += math.log(p) if p > 0 else -math.inf
+                count += 1
+        return total, count
+
+    def perplexity(self, sentences) -> float:
+        """exp(-(1/N) sum ln P) over all N tokens of all sentences (token-weighted, </s> included)."""
+        total, count = self.log_likelihood(sentences)
+        return math.exp(-total / count) if total > -math.inf else math.inf
+
+    def generate(self, max_words: int = 30, context=(), seed: int | None = None) -> list[str]:
+        """Sample words one at a time from P(. | last n-1 words) until </s> or ``max_words``."""
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+            raise ValueError(f"max_words must be an int >= 1, got {max_words!r}")
+        rng = random.Random(seed)
+        out = list(context)
+        for _ in range(max_words):
+            dist = self.distribution(out[len(out) - self.n + 1:] if self.n > 1 else ())
+            w = rng.choices(list(dist), weights=list(dist.values()))[0]
+            if w == EOS:
+                break
+            out.append(w)
+        return out[len(context):]
+
+    def __repr__(self) -> str:
+        size = f", |V|={len(self.vocab)}" if self.vocab else ", untrained"
+        return f"NGramLM(n={self.n}, smoothing={self.smoothing!r}{size})"
+
+
+def _validate_sentences(sentences) -> list:
+    if isinstance(sentences, str) or not hasattr(sentences, "__iter__"):
+        raise TypeError("sentences must be a list of sentences, each a list of words")
+    sentences = list(sentences)
+    if not sentences or not any(len(s) for s in sentences):
+        raise ValueError("sentences is empty: an n-gram model needs at least one non-empty sentence")
+    for s in sentences:
+        if isinstance(s, str):
+            raise TypeError(f"each sentence must be a list of words, got the str {s[:30]!r}; split it first")
+    return sentences

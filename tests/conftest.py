@@ -1,0 +1,5 @@
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "lib"))  # the checkout's lmbook, even without `pip install -e .`

@@ -1,0 +1,118 @@
+"""The book's structure: every notebook is listed, was run top to bottom, starts with the shared set-up
+cell, keeps nbval's escape hatches within budget, leaks no path of the build machine, and follows the
+exercise convention."""
+
+import json
+import os
+import pathlib
+import re
+import tempfile
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+IGNORE_TAGS = {"nbval-ignore-output", "nbval-skip", "raises-exception"}
+
+
+def load(nb):
+    return json.loads(nb.read_text())
+
+
+def code_cells(d):
+    return [c for c in d["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+
+
+def toc_files(node):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in ("file", "root"):
+                yield v
+            else:
+                yield from toc_files(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from toc_files(v)
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found"
+    for nb in NOTEBOOKS:
+        assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", nb.name), nb.name
+
+
+def test_toc_lists_every_notebook_and_every_entry_exists():
+    listed = set(toc_files(TOC))
+    for nb in NOTEBOOKS:
+        assert f"notebooks/{nb.stem}" in listed, f"{nb.name} is not in _toc.yml"
+    for entry in listed:
+        assert any((ROOT / f"{entry}{ext}").exists() for ext in (".md", ".ipynb")), f"_toc.yml lists missing {entry}"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_run_top_to_bottom_with_outputs(nb):
+    cells = code_cells(load(nb))
+    counts = [c["execution_count"] for c in cells]
+    assert None not in counts, f"{nb.name}: some code cells were never run"
+    assert counts == list(range(1, len(cells) + 1)), f"{nb.name}: execution counts {counts} are not 1..n"
+    assert any(c["outputs"] for c in cells), f"{nb.name}: no stored outputs"
+
+
+def test_first_code_cell_is_shared_hidden_and_pins_the_release():
+    firsts = {nb.name: code_cells(load(nb))[0] for nb in NOTEBOOKS}
+    sources = {"".join(c["source"]) for c in firsts.values()}
+    assert len(sources) == 1, f"first code cells differ: {sorted(firsts)}"
+    (source,) = sources
+    for name, cell in firsts.items():
+        assert "hide-input" in cell["metadata"].get("tags", []), f"{name}: first cell must be tagged hide-input"
+    pin = f"git+{CONFIG['repository']['url']}@{CONFIG['lmbook_release']}"
+    assert pin in source, f"the set-up cell must install {pin} (the repository and release in _config.yml)"
+    assert "setup_notebook" in source and "LMBOOK_PIP_SPEC" in source
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_output_check_escapes_within_budget(nb):
+    cells = code_cells(load(nb))
+    escapes = sum(bool(IGNORE_TAGS & set(c["metadata"].get("tags", []))) for c in cells)
+    escapes += sum(bool(re.search(r"#\s*NBVAL_(IGNORE_OUTPUT|SKIP)", "".join(c["source"]))) for c in cells)
+    assert escapes <= max(2, len(cells) // 10), f"{nb.name}: {escapes} cells escape nbval's output check"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_machine_paths_or_errors_in_outputs(nb):
+    paths = {str(ROOT), os.path.expanduser("~"), tempfile.gettempdir() + "/", "/work/", "/root/", "site-packages"}
+    for cell in code_cells(load(nb)):
+        for out in cell["outputs"]:
+            assert out["output_type"] != "error", f"{nb.name}: a stored output is an error: {out.get('ename')}"
+            text = json.dumps(out)
+            for p in paths:
+                assert p not in text, f"{nb.name}: output contains the machine path {p!r}"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_chapter_shape_and_exercise_convention(nb):
+    d = load(nb)
+    md = ["".join(c["source"]) for c in d["cells"] if c["cell_type"] == "markdown"]
+    assert md and md[0].lstrip().startswith("# "), f"{nb.name}: the first cell must be the H1 title"
+    text = "\n".join(md)
+    for heading in ("## Exercises", "## Summary", "## References"):
+        assert heading in text, f"{nb.name}: missing section {heading!r}"
+    assert "{cite" in text, f"{nb.name}: cites nothing from book/references.bib"
+    exercises = re.findall(r"```\{exercise-start\}[^\n]*\n:label: ([\w-]+)", text)
+    solutions = re.findall(r"```\{solution-start\} ([\w-]+)", text)
+    assert len(exercises) >= 4, f"{nb.name}: {len(exercises)} exercises, at least 4 are required"
+    assert len(set(exercises)) == len(exercises), f"{nb.name}: duplicate exercise labels"
+    assert sorted(solutions) == sorted(exercises), f"{nb.name}: every exercise needs exactly one gated solution"
+    assert text.count("```{exercise-end}") == len(exercises) and text.count("```{solution-end}") == len(solutions)
+    for label in exercises:
+        assert label.startswith(nb.stem[:2] + "-") or label.startswith("ch" + nb.stem[:2] + "-"), label
+    # coding solutions: markers balanced, each followed by a self-check call
+    sources = ["".join(c["source"]) for c in d["cells"] if c["cell_type"] == "code"]
+    for i, src in enumerate(sources):
+        assert src.count("### BEGIN SOLUTION") == src.count("### END SOLUTION"), f"{nb.name}: unbalanced markers"
+        if "### BEGIN SOLUTION" in src:
+            after = "\n".join(sources[i + 1:i + 3])
+            assert "checks.check_" in src + after, f"{nb.name}: a solution cell has no self-check after it"

@@ -1,0 +1,175 @@
+"""Chapter 2: co-occurrence counts and pointwise mutual information (PMI).
+
+PMI(x, y) = log p(x, y) / (p(x) p(y)): how much more often x and y occur together than they would if
+they were independent. This module makes every choice behind p(x, y) explicit:
+
+- pairs are counted **inside sentences only** (a pair never spans a sentence boundary);
+- ``window=w`` pairs each token with the w-1 tokens after it (``window=2``: adjacent words);
+- ``symmetric=False`` counts *ordered* pairs (x before y); ``symmetric=True`` counts each pair both ways,
+  so that C[x, y] = C[y, x];
+- p(x, y) = C[x, y] / (sum of C): the pair counts normalised to a distribution;
+- p(x) = count(x) / (number of tokens) by default (``marginals="unigram"``), or the row and column sums of C
+  (``marginals="matrix"``, the convention of a term-context matrix).
+
+Left out on purpose: smoothing of the context distribution (p(c)^0.75), SVD of the PPMI matrix (chapter 4
+does embeddings), and association measures other than PMI (t-test, chi-squared, log-likelihood ratio).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["Cooccurrence", "cooccurrence_counts", "pmi", "ppmi", "collocations", "remove_stopwords",
+           "STOPWORDS"]
+
+# A small English stopword list: articles, pronouns, auxiliaries, prepositions and conjunctions.
+STOPWORDS = frozenset("""
+a an the and or but nor not no so if then else than that this these those there here of in on at to from by
+for with without into onto over under about as is are was were be been being am do does did done has have had
+having it its it's he she they them their his her we us our you your i me my which who whom whose what when
+where why how all any each both either neither some such only own same can could may might must shall should
+will would also very too more most other another one just up out off again further once
+""".split())
+
+
+@dataclass
+class Cooccurrence:
+    """Pair counts C (a sparse V x V matrix, rows = first word) with the unigram counts they came from."""
+
+    vocab: list  # the words, sorted; row/column i of ``counts`` is vocab[i]
+    index: dict  # word -> row/column
+    counts: sp.csr_matrix  # (V, V) C[x, y]: pairs (x, y) with y within the window after x (or either side)
+    unigram: np.ndarray  # (V,) count(x): occurrences of each word
+    window: int
+    symmetric: bool
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.unigram.sum())
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.counts.sum())
+
+    def count(self, x: str, y: str) -> int:
+        """C[x, y] (0 for a word that never occurs)."""
+        if x not in self.index or y not in self.index:
+            return 0
+        return int(self.counts[self.index[x], self.index[y]])
+
+
+def cooccurrence_counts(sentences, window: int = 2, symmetric: bool = False) -> Cooccurrence:
+    """Count word pairs (w_i, w_j) with 0 < j - i < ``window`` inside each sentence (chapter 2).
+
+    ``sentences`` is a list of sentences, each a list of words. With ``symmetric=True`` each pair is also
+    counted as (w_j, w_i), so C is symmetric and its total is twice the number of pairs.
+    """
+    if isinstance(sentences, str) or not hasattr(sentences, "__iter__"):
+        raise TypeError("sentences must be a list of sentences, each a list of words")
+    sentences = list(sentences)
+    for s in sentences:
+        if isinstance(s, str) or not isinstance(s, (list, tuple)):
+            raise TypeError(f"each sentence must be a list of words, got {type(s).__name__}; split it first")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 2:
+        raise ValueError(f"window must be an int >= 2 (2 pairs adjacent words), got {window!r}")
+    if not any(sentences):
+        raise ValueError("sentences is empty: there is nothing to count")
+    vocab = sorted({w for s in sentences for w in s})
+    index = {w: i for i, w in enumerate(vocab)}
+    rows, cols = [], []
+    unigram = np.zeros(len(vocab), dtype=np.int64)
+    for s in sentences:
+        ids = [index[w] for w in s]
+        np.add.at(unigram, ids, 1)
+        for i, x in enumerate(ids):
+            for y in ids[i + 1:i + window]:
+                rows.append(x)
+                cols.append(y)
+    if symmetric:
+        rows, cols = rows + cols, cols + rows
+    V = len(vocab)
+    counts = sp.csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)), shape=(V, V))
+    counts.sum_duplicates()
+    return Cooccurrence(vocab, index, counts, unigram, window, symmetric)
+
+
+def _marginals(cooc: Cooccurrence, marginals: str) -> tuple[np.ndarray, np.ndarray]:
+    if marginals == "unigram":
+        p = cooc.unigram / cooc.n_tokens
+        return p, p
+    if marginals == "matrix":
+        rows, cols = np.asarray(cooc.counts.sum(axis=1)).ravel(), np.asarray(cooc.counts.sum(axis=0)).ravel()
+        return rows / cooc.n_pairs, cols / cooc.n_pairs
+    raise ValueError(f"marginals must be 'unigram' or 'matrix', got {marginals!r}")
+
+
+def _check(cooc, base) -> None:
+    if not isinstance(cooc, Cooccurrence):
+        raise TypeError(f"cooc must be the result of cooccurrence_counts(...), got {type(cooc).__name__}")
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (base > 0 and base != 1):
+        raise ValueError(f"base must be a number > 0 and != 1 (2 gives bits, e for nats), got {base!r}")
+    if cooc.n_pairs == 0:
+        raise ValueError("no pairs were counted (every sentence is shorter than 2 words): PMI is undefined")
+
+
+def pmi(cooc: Cooccurrence, *, base: float = 2, marginals: str = "unigram") -> np.ndarray:
+    """PMI(x, y) = log_base p(x, y) / (p(x) p(y)) for every pair of words: a dense (V, V) array (chapter 2).
+
+    Pairs never seen together get -inf (log 0). When p(x) and p(y) are the marginals of p(x, y)
+    (``marginals="matrix"``), PMI <= min(-log p(x), -log p(y)), with equality when x and y only ever occur
+    together. Unigram marginals only approximate them: pairs are lost at sentence ends, so on a tiny corpus
+    the bound can fail. Dense, so meant for small vocabularies; see :func:`ppmi` and :func:`collocations`.
+    """
+    _check(cooc, base)
+    V = len(cooc.vocab)
+    if V > 4000:
+        raise ValueError(f"pmi builds a dense {V} x {V} array; for a vocabulary this large use ppmi() or "
+                         "collocations(), which keep only the pairs that occur")
+    p_xy = cooc.counts.toarray() / cooc.n_pairs
+    p_x, p_y = _marginals(cooc, marginals)
+    with np.errstate(divide="ignore"):
+        return np.log(p_xy / np.outer(p_x, p_y)) / math.log(base)
+
+
+def _observed_pmi(cooc: Cooccurrence, base: float, marginals: str):
+    """PMI of the observed pairs only: arrays (rows, cols, counts, values), one entry per pair with C > 0."""
+    p_x, p_y = _marginals(cooc, marginals)
+    C = cooc.counts.tocoo()
+    values = np.log(C.data / cooc.n_pairs / (p_x[C.row] * p_y[C.col])) / math.log(base)
+    return C.row, C.col, C.data, values
+
+
+def ppmi(cooc: Cooccurrence, *, base: float = 2, marginals: str = "unigram") -> sp.csr_matrix:
+    """Positive PMI, max(PMI(x, y), 0), as a sparse (V, V) matrix: unseen pairs (PMI = -inf) become 0."""
+    _check(cooc, base)
+    rows, cols, _, values = _observed_pmi(cooc, base, marginals)
+    keep = values > 0
+    return sp.csr_matrix((values[keep], (rows[keep], cols[keep])), shape=cooc.counts.shape)
+
+
+def collocations(cooc: Cooccurrence, n: int = 10, min_count: int = 5, *, base: float = 2,
+                 marginals: str = "unigram") -> list[tuple[str, str, float, int]]:
+    """The ``n`` pairs with the highest PMI among those seen at least ``min_count`` times.
+
+    Returns (x, y, PMI, count) tuples, ties broken alphabetically. Without ``min_count`` the top is full of
+    pairs seen once, because PMI rewards rare words: two words that occur once, side by side, get the
+    largest PMI there is.
+    """
+    _check(cooc, base)
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+        raise ValueError(f"min_count must be an int >= 1, got {min_count!r}")
+    rows, cols, counts, values = _observed_pmi(cooc, base, marginals)
+    keep = counts >= min_count
+    rows, cols, counts, values = rows[keep], cols[keep], counts[keep], values[keep]
+    order = np.lexsort((cols, rows, -values))[:n]  # vocab is sorted, so row/col order is alphabetical
+    return [(cooc.vocab[rows[i]], cooc.vocab[cols[i]], float(values[i]), int(counts[i])) for i in order]
+
+
+def remove_stopwords(sentences, stopwords=STOPWORDS) -> list[list[str]]:
+    """Drop stopwords from every sentence; words that were apart become neighbours, sentences stay apart."""
+    stop = frozenset(stopwords)
+    return [[w for w in s if w not in stop] for s in sentences]

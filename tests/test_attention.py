@@ -368,6 +368,14 @@ def test_flash_attention_equals_dense(seed, Tq, Tk, block, causal):
     torch.testing.assert_close(flash, dense, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("Tq,Tk,block,window", [(100, 100, 16, 1), (100, 100, 16, 7), (100, 100, 16, 40),
+                                                (37, 50, 8, 13), (50, 37, 8, 20), (64, 64, 64, 200)])
+def test_flash_sliding_window_equals_masked_dense(Tq, Tk, block, window):
+    q, k, v = qkv(19, Tq=Tq, Tk=Tk)
+    dense = A.scaled_dot_product_attention(q, k, v, mask=A.sliding_window_mask(Tq, Tk, window))
+    torch.testing.assert_close(A.flash_attention(q, k, v, block, window=window), dense, **TOL)
+
+
 def test_flash_attention_gqa_and_torch():
     q, k, v = qkv(18, H=6, Hkv=2, Tq=50, Tk=50)
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)

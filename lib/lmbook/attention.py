@@ -301,7 +301,7 @@ def linear_attention(q, k, v, feature_map="elu", is_causal=False, eps=1e-6):
     return num / (den + eps)
 
 
-def flash_attention(q, k, v, block_size=64, is_causal=False):
+def flash_attention(q, k, v, block_size=64, is_causal=False, window=None):
     """Exact softmax(Q K^T / sqrt(d)) V computed tile by tile with an online softmax (FlashAttention's
     algorithm, Dao et al. 2022), so only (block_size x block_size) scores exist at any time.
 
@@ -309,27 +309,36 @@ def flash_attention(q, k, v, block_size=64, is_causal=False):
     updated per key block: m' = max(m, rowmax(S)), acc <- acc * exp(m - m') + exp(S - m') V,
     l <- l * exp(m - m') + rowsum(exp(S - m')); at the end out = acc / l. Same shapes and GQA rule
     as scaled_dot_product_attention; is_causal is lower-right aligned; fully masked rows give zeros.
+    window (int, implies causal): attend only to the last `window` keys, as sliding_window_mask; key
+    blocks outside the band are skipped, so time is O(T * window) instead of O(T^2).
     """
     k, v = _expand_gqa(q, k, v)
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be an int >= 1, got {block_size!r}")
+    if window is not None:
+        _check_lengths(window=window)
+        is_causal = True
     q_len, k_len, scale = q.shape[-2], k.shape[-2], 1.0 / math.sqrt(q.shape[-1])
-    offset = k_len - q_len  # lower-right causal alignment
+    offset = k_len - q_len  # lower-right alignment: query i sits at key position i + offset
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     out = q.new_zeros(*lead, q_len, v.shape[-1])
     for qs in range(0, q_len, block_size):
         qb = q[..., qs:qs + block_size, :] * scale  # (..., Bq, d)
         bq = qb.shape[-2]
+        first, last = qs + offset, qs + bq - 1 + offset  # key positions of the block's first and last query
         m = q.new_full((*lead, bq, 1), float("-inf"))  # running max
         l = q.new_zeros(*lead, bq, 1)  # running sum of exp  # noqa: E741
         acc = q.new_zeros(*lead, bq, v.shape[-1])  # running unnormalised output
-        k_stop = min(k_len, qs + bq + offset) if is_causal else k_len  # later key blocks are all masked
-        for ks in range(0, max(k_stop, 0), block_size):
+        k_start = max(0, first - window + 1) // block_size * block_size if window else 0
+        k_stop = min(k_len, last + 1) if is_causal else k_len  # key blocks after the diagonal are all masked
+        for ks in range(k_start, max(k_stop, 0), block_size):
             s = qb @ k[..., ks:ks + block_size, :].transpose(-2, -1)  # (..., Bq, Bk): one tile of scores
-            if is_causal:
-                rows = torch.arange(qs, qs + bq, device=q.device)[:, None] + offset
-                cols = torch.arange(ks, ks + s.shape[-1], device=q.device)[None, :]
-                s = s.masked_fill(cols > rows, float("-inf"))
+            ke = ks + s.shape[-1] - 1  # last key of the tile
+            if (is_causal and ke > first) or (window and ks <= last - window):  # the tile crosses an edge
+                rows = torch.arange(first, last + 1, device=q.device)[:, None]
+                cols = torch.arange(ks, ke + 1, device=q.device)[None, :]
+                hidden = (cols > rows) | (cols <= rows - window) if window else cols > rows
+                s = s.masked_fill(hidden, float("-inf"))
             m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
             m_safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))  # row masked so far
             p = torch.exp(s - m_safe)  # (..., Bq, Bk)

@@ -6,6 +6,7 @@ with :func:`lmbook.show`.
 
 __version__ = "0.1.0"
 
+from . import checks, utils  # noqa: E402  (light modules the notebooks use as lmbook.checks / lmbook.utils)
 from .show import show  # noqa: E402
 
-__all__ = ["show", "__version__"]
+__all__ = ["show", "checks", "utils", "__version__"]

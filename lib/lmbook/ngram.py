@@ -10,6 +10,10 @@ Smoothing, selected by name:
   uses counts, lower orders use continuation counts N1+(. h w), and the unigram level is interpolated with the
   uniform distribution so that every word in the vocabulary has non-zero probability.
 
+:class:`NeuralNGramLM` keeps the same Markov assumption but replaces counting by a small network
+(Bengio et al. 2003): embed the n-1 context words, concatenate, one tanh layer, logits over V.
+Similar words get similar embeddings, so it shares statistics between contexts that counting keeps apart.
+
 Words seen fewer than ``min_count`` times in training, and every word unseen in training, map to <unk>.
 The vocabulary V the model predicts over is the training words, </s> and <unk> (never <s>).
 
@@ -22,7 +26,10 @@ import math
 import random
 from collections import Counter, defaultdict
 
-__all__ = ["NGramLM", "BOS", "EOS", "UNK", "SMOOTHINGS"]
+import torch
+from torch import nn
+
+__all__ = ["NGramLM", "NeuralNGramLM", "BOS", "EOS", "UNK", "SMOOTHINGS"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 SMOOTHINGS = ("mle", "add-k", "kneser-ney")
@@ -139,6 +146,43 @@ class NGramLM:
     def __repr__(self) -> str:
         size = f", |V|={len(self.vocab)}" if self.vocab else ", untrained"
         return f"NGramLM(n={self.n}, smoothing={self.smoothing!r}{size})"
+
+
+class NeuralNGramLM(nn.Module):
+    """Bengio et al. (2003)'s fixed-window model: logits = W2 tanh(W1 [e(w_{t-n+1}); ...; e(w_{t-1})]) + b.
+
+    ``forward(context_ids)`` maps (B, n-1) word ids to (B, V) logits; train it with ``metrics.cross_entropy``.
+    ``windows(lm, sentences)`` turns sentences into (context ids, target ids) with an ``NGramLM``'s vocabulary.
+    """
+
+    def __init__(self, vocab_size: int, n: int = 4, dim: int = 32, hidden: int = 128):
+        super().__init__()
+        for name, v in (("vocab_size", vocab_size), ("n", n), ("dim", dim), ("hidden", hidden)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "n" else 1):
+                raise ValueError(f"{name} must be a positive int{' >= 2' if name == 'n' else ''}, got {v!r}")
+        self.n = n
+        self.embed = nn.Embedding(vocab_size + 1, dim)  # the extra row is <s>
+        self.hidden = nn.Linear((n - 1) * dim, hidden)
+        self.out = nn.Linear(hidden, vocab_size)
+
+    def forward(self, context_ids: torch.Tensor) -> torch.Tensor:
+        if context_ids.dim() != 2 or context_ids.shape[1] != self.n - 1:
+            raise ValueError(f"context_ids must have shape (B, {self.n - 1}), got {tuple(context_ids.shape)}")
+        x = self.embed(context_ids).flatten(1)  # (B, (n-1) * dim)
+        return self.out(torch.tanh(self.hidden(x)))  # (B, V)
+
+    @staticmethod
+    def windows(lm: NGramLM, sentences, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """All (context, next word) pairs of ``sentences`` as id tensors, </s> included, <s> = id V."""
+        index = {w: i for i, w in enumerate(lm.vocab)}
+        bos = len(lm.vocab)
+        contexts, targets = [], []
+        for sent in _validate_sentences(sentences):
+            ids = [bos] * (n - 1) + [index[lm._map(w)] for w in sent] + [index[EOS]]
+            for i in range(n - 1, len(ids)):
+                contexts.append(ids[i - n + 1:i])
+                targets.append(ids[i])
+        return torch.tensor(contexts), torch.tensor(targets)
 
 
 def _validate_sentences(sentences) -> list:

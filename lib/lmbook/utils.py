@@ -69,13 +69,20 @@ def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
         raise ValueError(f"{name} must be a finite number {need}, got {value!r}")
 
 
-def setup_notebook(seed: int = 0, threads: int = 2) -> torch.device:
+def setup_notebook(seed: int = 0) -> torch.device:
     """What the first cell of every chapter does: seed, fix the thread count, set the plot style,
-    print the versions, and return the compute device."""
+    print the versions, and return the compute device.
+
+    Training results can change in the last digits with the number of CPU threads, so it is fixed:
+    1 by default (the tests run two notebooks at once on two cores), or LMBOOK_THREADS.
+    """
     from . import __version__, plotting
 
     seed_everything(seed)
-    torch.set_num_threads(threads)  # training results depend on the thread count; fix it
+    threads = os.environ.get("LMBOOK_THREADS", "1")
+    if not threads.isdigit() or int(threads) < 1:
+        raise ValueError(f"LMBOOK_THREADS must be a positive integer, got {threads!r}")
+    torch.set_num_threads(int(threads))
     plotting.use_style()
     device = default_device()
     today = datetime.date.today().isoformat()

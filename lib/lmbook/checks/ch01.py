@@ -76,7 +76,8 @@ def check_bits_per_char(fn) -> None:
     cases = [
         Case((8.0, 100, 100)),
         Case((8.0, 100, 400), hint="a token of 4 characters spreads its bits over 4 characters."),
-        Case((20.6, 19182, 67485), hint="log base 2 gives bits; the natural log gives nats."),
+        Case((20.6, 19182, 67485)),
         Case((1.0, 10, 50)),
     ]
-    run_check("bits_per_char", fn, _bits_per_char_reference, cases)
+    run_check("bits_per_char", fn, _bits_per_char_reference, cases,
+              hint="bits per token = log base 2 of the perplexity (the natural log gives nats).")

@@ -7,10 +7,10 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 NBVAL  := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly
-NOTEBOOKS := $(sorted $(wildcard notebooks/*.ipynb))
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 JB_BUILD := $(BIN)/jupyter-book build . --path-output _build/site
 
-.PHONY: install book test lint pytest nbval build-check lab outputs serve bench data clean
+.PHONY: install book test lint pytest nbval build-check lab outputs serve bench data student clean
 
 install: $(STAMP)
 
@@ -58,6 +58,15 @@ bench: install
 
 data: install
 	$(PY) -m lmbook.data
+
+# The student edition: notebooks with solutions stubbed out, and the site built from them.
+student: install
+	rm -rf _build/student && mkdir -p _build/student/src
+	$(PY) -m lmbook.teaching _build/student/notebooks $(NOTEBOOKS)
+	cp -r book _config.yml _toc.yml _build/student/src/ && cp -r _build/student/notebooks _build/student/src/
+	HIDE_SOLUTIONS=1 $(BIN)/jupyter-book build _build/student/src --path-output _build/student/site
+	rm -rf _build/student/html && cp -r _build/student/site/_build/html _build/student/html
+	@echo "Student edition: _build/student/notebooks and _build/student/html"
 
 clean:
 	rm -rf _build .pytest_cache .ruff_cache

@@ -32,7 +32,8 @@ def main(names: list[str]) -> None:
         print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
     header = (
         "# Benchmarks\n\n"
-        f"Written by `make bench` on {datetime.date.today().isoformat()}: {platform.processor() or platform.machine()}, "
+        f"Written by `make bench` on {datetime.date.today().isoformat()}: "
+        f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} torch threads. Every figure that matters is a ratio to a peer timed in the same "
         "run; medians of repeated runs.\n"

@@ -4,7 +4,6 @@ without raising into the student's face."""
 import math
 
 import pytest
-
 from lmbook import checks
 from lmbook.checks import RESULTS
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import scipy.stats
 import torch
-
 from lmbook import metrics
 
 

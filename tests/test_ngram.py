@@ -5,7 +5,6 @@ import math
 import random
 
 import pytest
-
 from lmbook.ngram import BOS, EOS, UNK, NGramLM
 
 TOY = [s.split() for s in ["the cat sat on the mat", "the dog sat on the mat", "a cat saw the dog"]]

@@ -3,11 +3,10 @@
 import gzip
 import json
 
+import lmbook
 import numpy as np
 import pytest
 import torch
-
-import lmbook
 from lmbook import data, utils
 
 

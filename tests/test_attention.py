@@ -338,7 +338,7 @@ def brute_linear(q, k, v, phi, causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("fmap", ["elu", "relu"])
 def test_linear_attention_equals_quadratic_form(causal, fmap):
-    q, k, v = qkv(16, Tq=9, Tk=9, dtype=torch.float64)
+    q, k, v = qkv(16, Tq=150, Tk=150, dtype=torch.float64)  # > 2 chunks of 64
     phi = {"elu": lambda x: F.elu(x) + 1, "relu": F.relu}[fmap]
     expected = brute_linear(q, k, v, phi, causal)
     ours = A.linear_attention(q, k, v, fmap, is_causal=causal)
@@ -349,6 +349,13 @@ def test_linear_attention_is_not_softmax_attention():
     q, k, v = qkv(17, Tq=20, Tk=20)
     diff = (A.linear_attention(q, k, v) - A.scaled_dot_product_attention(q, k, v)).abs().max()
     assert diff > 0.05
+
+
+def test_causal_linear_attention_chunk_size_does_not_matter():
+    q, k, v = qkv(20, Tq=100, Tk=100, dtype=torch.float64)
+    ref = A.linear_attention(q, k, v, is_causal=True, chunk=100)  # one chunk: the plain masked quadratic sum
+    for chunk in (1, 7, 64):
+        torch.testing.assert_close(A.linear_attention(q, k, v, is_causal=True, chunk=chunk), ref)
 
 
 def test_linear_attention_bad_feature_map():

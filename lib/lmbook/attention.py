@@ -46,7 +46,7 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
         raise TypeError(f"x must be a floating-point tensor, got {got}")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"temperature must be a number > 0, got {temperature!r}")
-    z = x / temperature
+    z = x if temperature == 1 else x / temperature
     m = z.amax(dim=dim, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # an all -inf slice: exp(-inf) = 0, no NaN
     e = torch.exp(z - m)
@@ -179,11 +179,12 @@ def _use_fast_path(q, k, v, return_weights) -> bool:
 
 
 def _attention_by_slices(q, k, v, allowed, bias, scale):
-    """The same computation, one (batch, head) slice at a time and in place, for speed on CPU.
+    """The same computation, one (batch, head) slice at a time, for speed on CPU.
 
     One T_q x T_k score matrix (4 MB at T = 1024) stays in cache and is reused by the allocator; the
-    readable path allocates H of them at once, and on CPU fresh allocations cost more than the
-    arithmetic. Tested against the readable path; not differentiable (in-place), so used only without grad.
+    readable path allocates several H x T_q x T_k temporaries, and on CPU fresh allocations cost more
+    than the arithmetic. torch's fused softmax kernel replaces our four-pass one. Tested against the
+    readable path; used only without autograd and when the weights are not returned.
     """
     q_len, k_len = q.shape[-2], k.shape[-2]
     shapes = [q.shape[:-2], k.shape[:-2]] + [m.shape[:-2] for m in (allowed, bias) if m is not None]
@@ -198,10 +199,10 @@ def _attention_by_slices(q, k, v, allowed, bias, scale):
             s.masked_fill_(blocked[idx], float("-inf"))
         if bias is not None:
             s.add_(bias[idx])
-        m = s.amax(dim=-1, keepdim=True)
-        s.sub_(torch.where(torch.isfinite(m), m, torch.zeros_like(m))).exp_()  # softmax, in place
-        total = s.sum(dim=-1, keepdim=True).clamp_(min=torch.finfo(s.dtype).tiny)  # all-masked row: 0 / tiny
-        s.div_(total)
+        dead = None if blocked is None and bias is None else s.amax(dim=-1, keepdim=True) == float("-inf")
+        s = torch.softmax(s, dim=-1)
+        if dead is not None:
+            s.masked_fill_(dead, 0.0)  # a query with nothing to attend to: zeros, not NaN
         torch.matmul(s, v[idx], out=out[idx])
     return out
 
@@ -269,12 +270,12 @@ FEATURE_MAPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def linear_attention(q, k, v, feature_map="elu", is_causal=False, eps=1e-6):
+def linear_attention(q, k, v, feature_map="elu", is_causal=False, eps=1e-6, chunk=64):
     """Linear attention: out_i = phi(q_i)^T S / phi(q_i)^T z, S = sum_j phi(k_j) v_j^T, z = sum_j phi(k_j).
 
     Replacing exp(q.k) by phi(q).phi(k) lets the sum over keys be done once: (phi(Q) phi(K)^T) V =
     phi(Q) (phi(K)^T V) costs O(T d^2) instead of O(T^2 d) and never forms the T x T matrix. It is a
-    different model, not an approximation with a guarantee. Causal: S and z become prefix sums.
+    different model, not an approximation with a guarantee. Causal: S and z become running sums.
     Shapes as scaled_dot_product_attention (GQA expanded); feature_map "elu" (elu+1), "relu" or a callable.
     """
     k, v = _expand_gqa(q, k, v)
@@ -288,17 +289,23 @@ def linear_attention(q, k, v, feature_map="elu", is_causal=False, eps=1e-6):
         shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}"
         raise ValueError(f"causal linear attention needs q_len == k_len, got {shapes}")
     fq, fk = phi(q), phi(k)  # (..., T, d)
-    if is_causal:  # prefix sums over keys: O(T d d_v) memory, still no T x T matrix
-        S = torch.cumsum(fk.unsqueeze(-1) * v.unsqueeze(-2), dim=-3)  # (..., T, d, d_v)
-        z = torch.cumsum(fk, dim=-2)  # (..., T, d)
-        num = (fq.unsqueeze(-2) @ S).squeeze(-2)  # (..., T, d_v)
-        den = (fq * z).sum(-1, keepdim=True)  # (..., T, 1)
-    else:
+    if not is_causal:
         S = fk.transpose(-2, -1) @ v  # (..., d, d_v): computed once for all queries
         z = fk.sum(dim=-2, keepdim=True)  # (..., 1, d)
-        num = fq @ S  # (..., T_q, d_v)
-        den = fq @ z.transpose(-2, -1)  # (..., T_q, 1)
-    return num / (den + eps)
+        return (fq @ S) / (fq @ z.transpose(-2, -1) + eps)  # (..., T_q, d_v) / (..., T_q, 1)
+    # Causal: an RNN whose state (S, z) sums phi(k_j) v_j^T and phi(k_j) over the past, run `chunk`
+    # steps at a time (inside a chunk the few pairs are summed directly, with a triangular mask).
+    S = fk.new_zeros(*fk.shape[:-2], fk.shape[-1], v.shape[-1])  # (..., d, d_v)
+    z = fk.new_zeros(*fk.shape[:-2], 1, fk.shape[-1])  # (..., 1, d)
+    nums, dens = [], []
+    for c in range(0, q.shape[-2], chunk):
+        fq_c, fk_c, v_c = fq[..., c:c + chunk, :], fk[..., c:c + chunk, :], v[..., c:c + chunk, :]
+        local = (fq_c @ fk_c.transpose(-2, -1)).tril()  # (..., C, C): pairs inside the chunk, j <= i
+        nums.append(fq_c @ S + local @ v_c)  # (..., C, d_v)
+        dens.append(fq_c @ z.transpose(-2, -1) + local.sum(dim=-1, keepdim=True))  # (..., C, 1)
+        S = S + fk_c.transpose(-2, -1) @ v_c
+        z = z + fk_c.sum(dim=-2, keepdim=True)
+    return torch.cat(nums, dim=-2) / (torch.cat(dens, dim=-2) + eps)
 
 
 def flash_attention(q, k, v, block_size=64, is_causal=False, window=None):

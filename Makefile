@@ -10,7 +10,7 @@ NBVAL  := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 JB_BUILD := $(BIN)/jupyter-book build . --path-output _build/site
 
-.PHONY: install book test lint pytest nbval build-check lab outputs serve bench data student clean
+.PHONY: install book test lint pytest nbval build-check lab outputs serve bench data student grade clean
 
 install: $(STAMP)
 
@@ -67,6 +67,11 @@ student: install
 	HIDE_SOLUTIONS=1 $(BIN)/jupyter-book build _build/student/src --path-output _build/student/site
 	rm -rf _build/student/html && cp -r _build/student/site/_build/html _build/student/html
 	@echo "Student edition: _build/student/notebooks and _build/student/html"
+
+# Grade submitted notebooks: make grade SUBMISSIONS=dir (student/NN_name.ipynb or NN_name.ipynb files).
+grade: install
+	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=dir [GRADES=_build/grades]"; exit 2)
+	$(PY) -m lmbook.grading $(SUBMISSIONS) $(or $(GRADES),_build/grades) notebooks
 
 clean:
 	rm -rf _build .pytest_cache .ruff_cache

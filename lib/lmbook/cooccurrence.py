@@ -129,10 +129,11 @@ def pmi(cooc: Cooccurrence, *, base: float = 2, marginals: str = "unigram") -> n
     if V > 4000:
         raise ValueError(f"pmi builds a dense {V} x {V} array; for a vocabulary this large use ppmi() or "
                          "collocations(), which keep only the pairs that occur")
-    p_xy = cooc.counts.toarray() / cooc.n_pairs
+    C = cooc.counts.toarray()
     p_x, p_y = _marginals(cooc, marginals)
-    with np.errstate(divide="ignore"):
-        return np.log(p_xy / np.outer(p_x, p_y)) / math.log(base)
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 where a row or column of C is empty
+        values = np.log(C / cooc.n_pairs / np.outer(p_x, p_y)) / math.log(base)
+    return np.where(C > 0, values, -np.inf)
 
 
 def _observed_pmi(cooc: Cooccurrence, base: float, marginals: str):

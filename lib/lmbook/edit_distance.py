@@ -53,14 +53,16 @@ def edit_table(a, b, *, insert=1, delete=1, substitute=1) -> np.ndarray:
     _check_sequences(a, b)
     _check_costs(insert=insert, delete=delete, substitute=substitute)
     kind = int if all(isinstance(c, (int, np.integer)) for c in (insert, delete, substitute)) else float
-    D = np.zeros((len(a) + 1, len(b) + 1), dtype=np.int64 if kind is int else np.float64)
-    D[:, 0] = np.arange(len(a) + 1) * delete
-    D[0, :] = np.arange(len(b) + 1) * insert
+    D = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]  # Python lists: fast to index one cell at a time
+    for i in range(len(a) + 1):
+        D[i][0] = i * delete
+    for j in range(len(b) + 1):
+        D[0][j] = j * insert
     for i in range(1, len(a) + 1):
         for j in range(1, len(b) + 1):
-            diagonal = D[i - 1, j - 1] + (0 if a[i - 1] == b[j - 1] else substitute)
-            D[i, j] = min(D[i - 1, j] + delete, D[i, j - 1] + insert, diagonal)
-    return D
+            diagonal = D[i - 1][j - 1] + (0 if a[i - 1] == b[j - 1] else substitute)
+            D[i][j] = min(D[i - 1][j] + delete, D[i][j - 1] + insert, diagonal)
+    return np.array(D, dtype=np.int64 if kind is int else np.float64)
 
 
 def levenshtein(a, b, *, insert=1, delete=1, substitute=1):
@@ -106,15 +108,13 @@ def osa_distance(a, b) -> int:
     edited again after a swap, so OSA("ca", "abc") = 3, whereas unrestricted Damerau-Levenshtein gives 2.
     """
     _check_sequences(a, b)
-    D = np.zeros((len(a) + 1, len(b) + 1), dtype=np.int64)
-    D[:, 0] = np.arange(len(a) + 1)
-    D[0, :] = np.arange(len(b) + 1)
+    D = [[i + j if i == 0 or j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
     for i in range(1, len(a) + 1):
         for j in range(1, len(b) + 1):
-            D[i, j] = min(D[i - 1, j] + 1, D[i, j - 1] + 1, D[i - 1, j - 1] + (a[i - 1] != b[j - 1]))
+            D[i][j] = min(D[i - 1][j] + 1, D[i][j - 1] + 1, D[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
             if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                D[i, j] = min(D[i, j], D[i - 2, j - 2] + 1)
-    return int(D[-1, -1])
+                D[i][j] = min(D[i][j], D[i - 2][j - 2] + 1)  # swap the adjacent pair a[i-2], a[i-1]
+    return int(D[-1][-1])
 
 
 def suggest(word: str, word_counts: dict, k: int = 5, max_distance: int = 2, distance=levenshtein) -> list:

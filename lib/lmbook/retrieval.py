@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 import unicodedata
 import warnings
-from collections import Counter
-from itertools import chain
+from collections import Counter, defaultdict
+from itertools import chain, count
 from pathlib import Path
 
 import numpy as np
@@ -80,12 +80,14 @@ def _check_query(query_tokens) -> list:
 def _count_matrix(corpus_tokens) -> tuple[list, dict, sp.csr_matrix]:
     """Sorted vocabulary, its index, and the counts f[d, t] as a CSR matrix of shape (N docs, V terms)."""
     flat = list(chain.from_iterable(corpus_tokens))
+    first_seen = defaultdict(count().__next__)  # token -> id in order of first appearance, in one pass
+    ids = np.fromiter(map(first_seen.__getitem__, flat), dtype=np.int64, count=len(flat))
     try:
-        vocab = sorted(set(flat))
+        vocab = sorted(first_seen)
     except TypeError as err:
         raise TypeError("every token must be a str (found tokens of different types)") from err
     index = {t: i for i, t in enumerate(vocab)}
-    ids = np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat))
+    ids = np.fromiter((index[t] for t in first_seen), dtype=np.int64, count=len(vocab))[ids]  # sorted ids
     lengths = np.fromiter(map(len, corpus_tokens), dtype=np.int64, count=len(corpus_tokens))
     indptr = np.concatenate([[0], np.cumsum(lengths)])
     # one entry per token occurrence; sum_duplicates turns them into counts per (document, term)
@@ -358,8 +360,8 @@ class BM25:
         P = self.postings
         scores = np.zeros(P.shape[0])
         for t in ids:  # a repeated query token is added again
-            start, end = P.indptr[t], P.indptr[t + 1]
-            scores[P.indices[start:end]] += P.data[start:end]  # documents are unique within a column
+            start, end = P.indptr[t], P.indptr[t + 1]  # column t: the documents that contain term t
+            scores += np.bincount(P.indices[start:end], P.data[start:end], minlength=P.shape[0])
         if ids and self.variant in ("bm25l", "bm25+"):
             scores += self.absent_score[ids].sum()
         return scores

@@ -116,3 +116,22 @@ def test_chapter_shape_and_exercise_convention(nb):
         if "### BEGIN SOLUTION" in src:
             after = "\n".join(sources[i + 1:i + 3])
             assert "checks.check_" in src + after, f"{nb.name}: a solution cell has no self-check after it"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_student_edition_can_run_top_to_bottom(nb):
+    """Names a solution defines are stubbed in the student edition, so no cell outside the solutions may use
+    them, except the self-check calls (which report a stub politely)."""
+    cells = [c for c in load(nb)["cells"] if c["cell_type"] == "code"]
+    defined = set()
+    for c in cells:
+        src = "".join(c["source"])
+        if "### BEGIN SOLUTION" in src:
+            defined |= set(re.findall(r"^def (\w+)", src, re.M)) | set(re.findall(r"^(\w+)\s*=(?!=)", src, re.M))
+    for c in cells:
+        src = "".join(c["source"])
+        if "### BEGIN SOLUTION" in src:
+            continue
+        code = "\n".join(line for line in src.splitlines() if "checks.check_" not in line)
+        used = {name for name in defined if re.search(rf"\b{name}\b", code)}
+        assert not used, f"{nb.name}: a cell outside the solutions uses {sorted(used)}, which the student edition stubs"

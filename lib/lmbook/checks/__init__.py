@@ -12,4 +12,5 @@ from .ch01 import (  # noqa: F401
     check_ppl_by_hand,
 )
 from .ch02 import *  # noqa: F401,F403
+from .ch03 import *  # noqa: F401,F403
 from .ch05 import *  # noqa: F401,F403

@@ -179,6 +179,26 @@ def test_fast_path_equals_readable_path(masked):
     torch.testing.assert_close(fast, readable, atol=1e-6, rtol=1e-6)
 
 
+def test_fast_path_with_several_row_tiles_equals_readable_path():
+    q, k, v = qkv(21, B=1, H=2, Tq=600, Tk=2100)  # 2^20 // 2100 = 499 rows per tile: two tiles per head
+    mask = torch.rand(600, 2100, generator=torch.Generator().manual_seed(2)) > 0.5
+    mask[550] = False  # a fully masked row in the second tile
+    fast = A.scaled_dot_product_attention(q, k, v, mask=mask)
+    readable, _ = A.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True)
+    torch.testing.assert_close(fast, readable, atol=1e-6, rtol=1e-6)
+    assert fast[..., 550, :].abs().max() == 0
+
+
+@pytest.mark.parametrize("Tq,Tk", [(600, 2100), (2100, 600), (1200, 1200), (300, 3000)])
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_causal_fast_path_skips_keys_and_equals_readable_path(Tq, Tk, with_mask):
+    q, k, v = qkv(22, B=1, H=2, Tq=Tq, Tk=Tk, d=4)
+    mask = torch.rand(2, 1, 1, Tk, generator=torch.Generator().manual_seed(3)) > 0.3 if with_mask else None
+    fast = A.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True)
+    readable, _ = A.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True, return_weights=True)
+    torch.testing.assert_close(fast, readable, atol=1e-6, rtol=1e-6)
+
+
 def test_gradients_flow_through_readable_path():
     q, k, v = (t.requires_grad_() for t in qkv(15, Tq=260, Tk=260, d=4))
     A.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()

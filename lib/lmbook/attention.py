@@ -155,11 +155,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None
     if mask is not None:
         _check_mask(mask, q_len, k_len)
         allowed, bias = (mask, None) if mask.dtype == torch.bool else (None, mask)
+    if _use_fast_path(q, k, v, return_weights):
+        return _attention_by_slices(q, k, v, allowed, bias, scale, is_causal)
     if is_causal:
         causal = causal_mask(q_len, k_len, device=q.device)
         allowed = causal if allowed is None else allowed & causal
-    if _use_fast_path(q, k, v, return_weights):
-        return _attention_by_slices(q, k, v, allowed, bias, scale)
 
     scores = (q * scale) @ k.transpose(-2, -1)  # (..., T_q, T_k); scaling q first is cheaper
     if allowed is not None:
@@ -178,32 +178,47 @@ def _use_fast_path(q, k, v, return_weights) -> bool:
     return not return_weights and not needs_grad and n_slices > 1 and q.shape[-2] * k.shape[-2] >= 2**16
 
 
-def _attention_by_slices(q, k, v, allowed, bias, scale):
-    """The same computation, one (batch, head) slice at a time, for speed on CPU.
+def _attention_by_slices(q, k, v, allowed, bias, scale, is_causal):
+    """The same computation, one (batch, head) slice and one tile of query rows at a time, for CPU speed.
 
-    One T_q x T_k score matrix (4 MB at T = 1024) stays in cache and is reused by the allocator; the
-    readable path allocates several H x T_q x T_k temporaries, and on CPU fresh allocations cost more
-    than the arithmetic. torch's fused softmax kernel replaces our four-pass one. Tested against the
-    readable path; used only without autograd and when the weights are not returned.
+    Each tile holds at most 2^20 scores (4 MB in float32), so it stays in cache and the allocator reuses
+    its memory; the readable path allocates several H x T_q x T_k temporaries, and on CPU fresh
+    allocations cost more than the arithmetic. With is_causal, keys after a tile's last query are not
+    scored at all. torch's fused softmax kernel replaces our four-pass one. Tested against the readable
+    path; used only without autograd and when the weights are not returned.
     """
     q_len, k_len = q.shape[-2], k.shape[-2]
+    offset = k_len - q_len  # lower-right causal alignment: query i sits at key position i + offset
     shapes = [q.shape[:-2], k.shape[:-2]] + [m.shape[:-2] for m in (allowed, bias) if m is not None]
     lead = torch.broadcast_shapes(*shapes)
     blocked = None if allowed is None else (~allowed).expand(*lead, q_len, k_len)  # views, no copies
     bias = None if bias is None else bias.expand(*lead, q_len, k_len)
     q, k, v = (t.expand(*lead, *t.shape[-2:]) for t in (q * scale, k, v))
-    out = q.new_empty(*lead, q_len, v.shape[-1])  # (..., T_q, d_v)
+    out = q.new_zeros(*lead, q_len, v.shape[-1])  # (..., T_q, d_v); rows that see no key stay 0
+    rows = max(1, 2**20 // max(k_len, 1))  # query rows per tile
+    rows = min(rows, 128) if is_causal else rows  # smaller causal tiles skip more of the masked keys
     for idx in itertools.product(*(range(n) for n in lead)):
-        s = q[idx] @ k[idx].transpose(-2, -1)  # (T_q, T_k)
-        if blocked is not None:
-            s.masked_fill_(blocked[idx], float("-inf"))
-        if bias is not None:
-            s.add_(bias[idx])
-        dead = None if blocked is None and bias is None else s.amax(dim=-1, keepdim=True) == float("-inf")
-        s = torch.softmax(s, dim=-1)
-        if dead is not None:
-            s.masked_fill_(dead, 0.0)  # a query with nothing to attend to: zeros, not NaN
-        torch.matmul(s, v[idx], out=out[idx])
+        for r in range(0, q_len, rows):
+            r_end = min(r + rows, q_len)
+            stop = min(k_len, r_end + offset) if is_causal else k_len  # keys any row of the tile may see
+            if stop <= 0:
+                continue
+            s = q[idx][r:r_end] @ k[idx][:stop].transpose(-2, -1)  # (rows, stop)
+            if is_causal and stop > r + offset + 1:  # hide the keys after each row's own position
+                lo = max(r + offset + 1, 0)
+                i = torch.arange(r, r_end, device=s.device)[:, None] + offset
+                j = torch.arange(lo, stop, device=s.device)[None, :]
+                s[:, lo:].masked_fill_(j > i, float("-inf"))
+            if blocked is not None:
+                s.masked_fill_(blocked[idx][r:r_end, :stop], float("-inf"))
+            if bias is not None:
+                s.add_(bias[idx][r:r_end, :stop])
+            may_die = blocked is not None or bias is not None or r + offset < 0
+            dead = s.amax(dim=-1, keepdim=True) == float("-inf") if may_die else None
+            s = torch.softmax(s, dim=-1)
+            if dead is not None:
+                s.masked_fill_(dead, 0.0)  # a query with nothing to attend to: zeros, not NaN
+            torch.matmul(s, v[idx][:stop], out=out[idx][r:r_end])
     return out
 
 

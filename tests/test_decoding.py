@@ -1,0 +1,234 @@
+"""lmbook.decoding: each logits filter against transformers' LogitsProcessor of the same name, each
+sampler's distribution against a brute-force computation, and greedy, sampled and beam-search
+generation against transformers' generate on a random Llama with the same weights."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from lmbook import decoding as D
+from test_model import gpt2_pair, llama_pair
+
+generation = pytest.importorskip("transformers.generation")
+
+
+def random_logits(seed, shape=(4, 50), scale=3.0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+# ----- filters vs transformers' processors ------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(3))
+def test_filters_match_transformers(seed):
+    z = random_logits(seed)
+    ids = torch.randint(0, 50, (4, 7), generator=torch.Generator().manual_seed(seed))
+    for tau in (0.3, 1.0, 2.5):
+        torch.testing.assert_close(D.apply_temperature(z, tau), generation.TemperatureLogitsWarper(tau)(ids, z))
+    for k in (1, 5, 50, 80):
+        torch.testing.assert_close(D.top_k_filter(z, k), generation.TopKLogitsWarper(k)(ids, z))
+    for p in (0.05, 0.3, 0.9, 0.999, 1.0):
+        torch.testing.assert_close(D.top_p_filter(z, p), generation.TopPLogitsWarper(p)(ids, z))
+    for p in (0.0, 0.05, 0.2, 0.9, 1.0):
+        torch.testing.assert_close(D.min_p_filter(z, p), generation.MinPLogitsWarper(p)(ids, z.clone()))
+    for penalty in (0.5, 1.0, 1.3):
+        expected = generation.RepetitionPenaltyLogitsProcessor(penalty)(ids, z.clone())
+        torch.testing.assert_close(D.apply_repetition_penalty(z, ids, penalty), expected)
+
+
+def test_top_k_keeps_ties_like_transformers():
+    z = torch.tensor([[1.0, 3.0, 2.0, 2.0, 0.0]])
+    assert D.top_k_filter(z, 2).isfinite().tolist() == [[False, True, True, True, False]]
+    torch.testing.assert_close(D.top_k_filter(z, 2), generation.TopKLogitsWarper(2)(None, z))
+
+
+# ----- distributions vs brute force -------------------------------------------------------------------------
+
+def brute_force(logits, temperature=1.0, k=None, p=None, p_min=None):
+    """The sampling distribution written with Python lists and loops, no tensors."""
+    z = [v / temperature for v in logits]
+    ranked = sorted(range(len(z)), key=lambda i: -z[i])
+    keep = set(range(len(z)))
+    if k is not None:
+        keep &= {i for i in range(len(z)) if z[i] >= z[ranked[k - 1]]}
+    if p is not None:
+        probs = _softmax([z[i] if i in keep else -math.inf for i in range(len(z))])
+        chosen, mass = set(), 0.0
+        for i in sorted(keep, key=lambda i: -probs[i]):
+            if mass >= p:
+                break
+            chosen.add(i)
+            mass += probs[i]
+        keep = chosen
+    if p_min is not None:
+        probs = _softmax([z[i] if i in keep else -math.inf for i in range(len(z))])
+        keep = {i for i in keep if probs[i] >= p_min * max(probs)}
+    return _softmax([z[i] if i in keep else -math.inf for i in range(len(z))])
+
+
+def _softmax(z):
+    m = max(z)
+    e = [math.exp(v - m) if v > -math.inf else 0.0 for v in z]
+    return [v / sum(e) for v in e]
+
+
+def processed(z, temperature=1.0, k=None, p=None, p_min=None):
+    z = D.apply_temperature(torch.tensor([z], dtype=torch.float64), temperature)
+    z = D.top_k_filter(z, k) if k is not None else z
+    z = D.top_p_filter(z, p) if p is not None else z
+    z = D.min_p_filter(z, p_min) if p_min is not None else z
+    return z.softmax(-1)[0].tolist()
+
+
+@pytest.mark.parametrize("settings", [
+    {"temperature": 0.5}, {"temperature": 2.0}, {"k": 1}, {"k": 3}, {"p": 0.5}, {"p": 0.8}, {"p_min": 0.1},
+    {"p_min": 0.5}, {"temperature": 0.7, "k": 4, "p": 0.9}, {"temperature": 1.5, "p": 0.7, "p_min": 0.2},
+])
+def test_sampling_distributions_match_brute_force(settings):
+    for z in ([2.0, 1.0, 0.1, -1.0, 0.5, 1.7], [0.3, -0.2, 4.0, 0.0, 3.9, -5.0]):
+        assert processed(z, **settings) == pytest.approx(brute_force(z, **settings), abs=1e-12)
+
+
+def test_sample_frequencies_follow_the_filtered_distribution():
+    z = torch.tensor([[2.0, 1.0, 0.1, -1.0, 0.5, 1.7]])
+    filtered = D.top_p_filter(z, 0.8)
+    draws = D.sample(filtered.expand(20000, -1), generator=torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws, minlength=6).double() / 20000
+    expected = filtered.softmax(-1)[0].double()
+    assert (freq[expected == 0] == 0).all()  # removed tokens are never drawn
+    torch.testing.assert_close(freq, expected, atol=0.015, rtol=0)  # ~4 standard errors at n = 20000
+
+
+def test_greedy_is_argmax_and_distinct_n_by_hand():
+    assert D.greedy(torch.tensor([[0.1, 2.0, -1.0], [3.0, 0.0, 2.9]])).tolist() == [1, 0]
+    assert D.distinct_n([[1, 2, 1, 2, 1]], 1) == pytest.approx(2 / 5)
+    assert D.distinct_n([[1, 2, 1, 2, 1]], 2) == pytest.approx(2 / 4)  # (1,2) (2,1) (1,2) (2,1)
+    assert D.distinct_n([[1, 2, 3], [1, 2, 4]], 2) == pytest.approx(3 / 4)  # counted over all sequences
+
+
+# ----- generation vs transformers.generate ------------------------------------------------------------------
+
+def hf_generate(hf, prompt, **kwargs):
+    """transformers' generate with every prompt token attended (it would mask prompt tokens equal to the pad id)."""
+    return hf.generate(prompt, attention_mask=torch.ones_like(prompt), pad_token_id=0, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return llama_pair(vocab=60, d=32, layers=2, heads=4, kv_heads=2, tie=True, seed=3)
+
+
+def test_greedy_generation_matches_transformers(llama):
+    hf, ours = llama
+    prompt = torch.tensor([[5, 17, 3, 42, 8], [9, 9, 1, 0, 33]])
+    expected = hf_generate(hf, prompt, max_new_tokens=15, do_sample=False, eos_token_id=None)
+    assert torch.equal(D.generate(ours, prompt, 15), expected)
+    expected = hf_generate(hf, prompt, max_new_tokens=15, do_sample=False, repetition_penalty=1.5,
+                           eos_token_id=None)
+    assert torch.equal(D.generate(ours, prompt, 15, repetition_penalty=1.5), expected)
+
+
+def test_greedy_generation_matches_transformers_on_gpt2():
+    hf, ours = gpt2_pair(seed=4)
+    prompt = torch.tensor([[1, 2, 3]])
+    expected = hf_generate(hf, prompt, max_new_tokens=12, do_sample=False, eos_token_id=None)
+    assert torch.equal(D.generate(ours, prompt, 12), expected)
+
+
+@pytest.mark.parametrize("settings", [
+    {"temperature": 1.3}, {"top_k": 5}, {"top_p": 0.7, "temperature": 0.8}, {"min_p": 0.1},
+    {"repetition_penalty": 1.2, "top_k": 10},
+])
+def test_sampled_generation_matches_transformers_draw_for_draw(llama, settings):
+    """Same processed logits and the same torch.multinomial call on the same seed: the same tokens."""
+    hf, ours = llama
+    prompt = torch.tensor([[5, 17, 3], [2, 2, 2]])
+    torch.manual_seed(11)
+    expected = hf_generate(hf, prompt, max_new_tokens=10, do_sample=True, eos_token_id=None,
+                           top_k=settings.get("top_k", 0), **{k: v for k, v in settings.items() if k != "top_k"})
+    torch.manual_seed(11)
+    assert torch.equal(D.generate(ours, prompt, 10, do_sample=True, **settings), expected)
+
+
+@pytest.mark.parametrize("num_beams,length_penalty,eos", [(1, 1.0, None), (3, 1.0, None), (4, 1.0, 7),
+                                                           (4, 0.0, 7), (5, 2.0, 7), (2, 1.0, 11)])
+def test_beam_search_matches_transformers(num_beams, length_penalty, eos):
+    hf, ours = llama_pair(vocab=16, d=32, layers=2, heads=4, kv_heads=2, tie=True, seed=5)
+    for prompt in ([[3, 1, 4]], [[9]], [[2, 6, 5, 3, 5]]):
+        prompt = torch.tensor(prompt)
+        expected = hf_generate(hf, prompt, max_new_tokens=12, num_beams=num_beams, do_sample=False,
+                               length_penalty=length_penalty, early_stopping=False, eos_token_id=eos)
+        got, score = D.beam_search(ours, prompt, 12, num_beams=num_beams, length_penalty=length_penalty,
+                                   eos_id=eos)
+        assert torch.equal(got, expected), (prompt, got, expected)
+        n = got.shape[1] - prompt.shape[1]
+        assert score == pytest.approx(D.sequence_logprob(ours, got, prompt.shape[1]).item() / n**length_penalty)
+
+
+def test_beam_search_with_one_beam_is_greedy(llama):
+    _, ours = llama
+    prompt = torch.tensor([[4, 8, 15]])
+    assert torch.equal(D.beam_search(ours, prompt, 9, num_beams=1)[0], D.generate(ours, prompt, 9))
+
+
+def test_wider_beams_never_find_a_less_likely_sequence(llama):
+    """Without EOS all candidates have the same length; a wider beam's best is at least as probable."""
+    _, ours = llama
+    prompt = torch.tensor([[1, 2, 3]])
+    scores = [D.beam_search(ours, prompt, 6, num_beams=b)[1] for b in (1, 2, 4, 8)]
+    assert all(a <= b + 1e-12 for a, b in itertools.pairwise(scores))
+
+
+def test_generate_stops_rows_at_eos(llama):
+    _, ours = llama
+    prompt = torch.tensor([[5, 17, 3], [9, 9, 1]])
+    free = D.generate(ours, prompt, 10)
+    eos = free[0, 5].item()  # a token row 0 produces on its third step
+    out = D.generate(ours, prompt, 10, eos_id=eos)
+    row = out[0, 3:].tolist()
+    first = row.index(eos)
+    assert all(t == eos for t in row[first:])  # padded with eos after it ended
+
+
+def test_sequence_logprob_by_hand(llama):
+    _, ours = llama
+    ids = torch.tensor([[4, 8, 15, 16, 23]])
+    with torch.no_grad():
+        logp = ours(ids).log_softmax(-1)
+    expected = logp[0, 1, 15] + logp[0, 2, 16] + logp[0, 3, 23]
+    assert D.sequence_logprob(ours, ids, 2).item() == pytest.approx(expected.item(), rel=1e-12)
+
+
+# ----- bad input --------------------------------------------------------------------------------------------
+
+def test_bad_settings_are_rejected(llama):
+    _, ours = llama
+    z = random_logits(0)
+    with pytest.raises(ValueError, match="temperature must be"):
+        D.apply_temperature(z, 0)
+    with pytest.raises(ValueError, match="temperature must be"):
+        D.generate(ours, [1, 2], 3, temperature=-1.0)  # checked even when not sampling
+    with pytest.raises(ValueError, match="top_p must be in"):
+        D.top_p_filter(z, 1.5)
+    with pytest.raises(ValueError, match="top_p must be in"):
+        D.generate(ours, [1, 2], 3, do_sample=True, top_p=0.0)
+    with pytest.raises(ValueError, match="top_k must be an int >= 1"):
+        D.top_k_filter(z, 0)
+    with pytest.raises(ValueError, match="min_p must be in"):
+        D.min_p_filter(z, -0.1)
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        D.apply_repetition_penalty(z, torch.zeros(4, 1, dtype=torch.long), 0.0)
+    with pytest.raises(TypeError, match=r"shape \(B, V\)"):
+        D.greedy(torch.zeros(5))
+    with pytest.raises(ValueError, match="max id 59"):
+        D.generate(ours, [1, 60], 3)
+    with pytest.raises(ValueError, match="prompt_ids must be"):
+        D.generate(ours, [], 3)
+    with pytest.raises(ValueError, match="num_beams"):
+        D.beam_search(ours, [1, 2], 3, num_beams=0)
+    with pytest.raises(ValueError, match="one prompt"):
+        D.beam_search(ours, [[1, 2], [3, 4]], 3)
+    with pytest.raises(ValueError, match="n must be"):
+        D.distinct_n([[1, 2]], 0)
+    with pytest.raises(ValueError, match="no 3-gram"):
+        D.distinct_n([[1, 2]], 3)

@@ -30,11 +30,11 @@ def masked_softmax_no_max(scores, mask):
     return e / e.sum(dim=-1, keepdim=True).clamp_min(1e-30)  # overflows for large scores
 
 
-def repeat_kv(x, n_rep):
+def expand_kv(x, n_rep):
     return x.repeat_interleave(n_rep, dim=1)
 
 
-def repeat_kv_tiled(x, n_rep):
+def expand_kv_tiled(x, n_rep):
     return x.repeat(1, n_rep, 1, 1)  # heads 0, 1, 2, 0, 1, 2: the wrong grouping
 
 
@@ -80,7 +80,7 @@ def online_attention_unscaled(q, K, V, block_size):
         ("masked_softmax", masked_softmax, masked_softmax_torch_nn_convention, "True means *attend*"),
         ("masked_softmax", masked_softmax, masked_softmax_big_negative, "not uniform"),
         ("masked_softmax", masked_softmax, masked_softmax_no_max, "maximum"),
-        ("repeat_kv", repeat_kv, repeat_kv_tiled, "repeat_interleave"),
+        ("expand_kv", expand_kv, expand_kv_tiled, "repeat_interleave"),
         ("kv_cache_bytes", kv_cache_bytes, kv_cache_bytes_keys_only, "factor 2"),
         ("online_attention", online_attention, online_attention_no_rescale, "rescale"),
         ("online_attention", online_attention, online_attention_unscaled, "case 1"),
@@ -106,8 +106,8 @@ def test_by_hand_answer_and_not_attempted(capsys):
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    checks.check_repeat_kv(stub)
-    assert RESULTS["repeat_kv"] is False and "not attempted" in capsys.readouterr().out
+    checks.check_expand_kv(stub)
+    assert RESULTS["expand_kv"] is False and "not attempted" in capsys.readouterr().out
 
 
 def test_student_exception_is_reported_not_raised(capsys):

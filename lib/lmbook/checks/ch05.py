@@ -8,7 +8,7 @@ import torch
 
 from ._core import Case, check_answer, run_check
 
-__all__ = ["check_attention_by_hand", "check_masked_softmax", "check_repeat_kv", "check_kv_cache_bytes",
+__all__ = ["check_attention_by_hand", "check_masked_softmax", "check_expand_kv", "check_kv_cache_bytes",
            "check_online_attention"]
 
 # the encoder states of the chapter's dot-product example, and a new decoder state
@@ -54,12 +54,12 @@ def check_masked_softmax(fn) -> None:
     run_check("masked_softmax", fn, _masked_softmax_reference, cases, rtol=1e-5, atol=1e-6)
 
 
-def _repeat_kv_reference(x, n_rep):
+def _expand_kv_reference(x, n_rep):
     return x.repeat_interleave(n_rep, dim=1)
 
 
-def check_repeat_kv(fn) -> None:
-    """repeat_kv(x, n_rep): (B, H_kv, T, d) -> (B, H_kv * n_rep, T, d), query head h using K/V head h // n_rep."""
+def check_expand_kv(fn) -> None:
+    """expand_kv(x, n_rep): (B, H_kv, T, d) -> (B, H_kv * n_rep, T, d), query head h using K/V head h // n_rep."""
     g = torch.Generator().manual_seed(6)
     labelled = torch.arange(3.0).view(1, 3, 1, 1).expand(1, 3, 2, 2).contiguous()  # head g holds the value g
     cases = [
@@ -69,7 +69,7 @@ def check_repeat_kv(fn) -> None:
         Case((torch.randn(2, 1, 3, 4, generator=g), 4), hint="one K/V head shared by all query heads is MQA."),
         Case((torch.randn(1, 2, 6, 8, generator=g), 3)),
     ]
-    run_check("repeat_kv", fn, _repeat_kv_reference, cases)
+    run_check("expand_kv", fn, _expand_kv_reference, cases)
 
 
 def _kv_cache_bytes_reference(n_layers, n_kv_heads, d_head, seq_len, bytes_per_value=2, batch=1):

@@ -361,7 +361,7 @@ class BM25:
         scores = np.zeros(P.shape[0])
         for t in ids:  # a repeated query token is added again
             start, end = P.indptr[t], P.indptr[t + 1]  # column t: the documents that contain term t
-            scores += np.bincount(P.indices[start:end], P.data[start:end], minlength=P.shape[0])
+            np.add.at(scores, P.indices[start:end], P.data[start:end])  # scores[d] += w[d, t]
         if ids and self.variant in ("bm25l", "bm25+"):
             scores += self.absent_score[ids].sum()
         return scores

@@ -11,6 +11,10 @@ Two deliberate differences from torch:
 - Grouped-query inputs (fewer K/V heads than query heads) are expanded automatically, as torch
   does with ``enable_gqa=True``: query head h reads K/V head h // (H_q / H_kv).
 
+Large calls without autograd take a faster path (tiles of query rows, one head at a time) that is
+tested against the readable one. ``peak_memory`` counts the bytes of tensors alive at once, for the
+chapter's memory measurements.
+
 Left out: dropout on the weights, rotary/ALiBi positions (chapter 8), KV caching (chapter 7), and
 fused kernels; ``flash_attention`` shows the algorithm of FlashAttention, not its speed.
 """

@@ -10,7 +10,7 @@ NBVAL  := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 JB_BUILD := $(BIN)/jupyter-book build . --path-output _build/site
 
-.PHONY: install book test lint pytest nbval build-check lab outputs serve bench data student grade clean
+.PHONY: install book test lint pytest nbval build-check test-site lab outputs serve bench data student grade vendor clean
 
 install: $(STAMP)
 
@@ -26,19 +26,31 @@ book: install
 	rm -rf _build/html && cp -r _build/site/_build/html _build/html
 	@echo "Site written to _build/html (open _build/html/index.html)"
 
-test: install lint pytest nbval build-check
+test: install lint pytest nbval build-check test-site
 
 lint: install
 	$(BIN)/ruff check lib tests benchmarks notebooks
 
 pytest: install
-	$(BIN)/pytest tests -q -n 2 --dist loadfile
+	$(BIN)/pytest tests -q -n 2 --dist loadfile --ignore=tests/site
 
 nbval: install
 	LMBOOK_QUIET=1 $(NBVAL) -q -n 2 --dist loadfile $(NOTEBOOKS)
 
 build-check: install
-	$(JB_BUILD) -W -n --keep-going
+	$(JB_BUILD) --all -W -n --keep-going
+	rm -rf _build/html && cp -r _build/site/_build/html _build/html
+
+# The site in a real browser (Debian's Chromium via Playwright) and its links; builds the site first.
+# The widget libraries the site loads from a CDN are fetched from the npm registry for the test's
+# offline browser (skipped, with the widget test, where npm is missing).
+WIDGET_JS := _build/vendor/html-manager/package/dist/embed-amd.js
+test-site: build-check
+	-@command -v npm >/dev/null && test -f $(WIDGET_JS) || (mkdir -p _build/vendor && cd _build/vendor && \
+	  npm pack --silent requirejs@2.3.4 @jupyter-widgets/html-manager@1.0.6 >/dev/null && \
+	  mkdir -p requirejs html-manager && tar xzf requirejs-2.3.4.tgz -C requirejs && \
+	  tar xzf jupyter-widgets-html-manager-1.0.6.tgz -C html-manager)
+	$(BIN)/pytest tests/site -q -p no:randomly
 
 lab: install
 	$(BIN)/jupyter lab notebooks/
@@ -72,6 +84,18 @@ student: install
 grade: install
 	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=dir [GRADES=_build/grades]"; exit 2)
 	$(PY) -m lmbook.grading $(SUBMISSIONS) $(or $(GRADES),_build/grades) notebooks
+
+# Re-vendor MathJax and the widget manager's icon fonts (needs npm); the copies in book/ are committed.
+MATHJAX_VERSION := 3.2.2
+WIDGET_FONTS := book/_extra/notebooks/@jupyter-widgets/html-manager/dist
+vendor:
+	rm -rf _build/npm && mkdir -p _build/npm && cd _build/npm && \
+	  npm pack mathjax@$(MATHJAX_VERSION) @jupyter-widgets/html-manager@1.0.6 && \
+	  mkdir mj hm && tar xzf mathjax-$(MATHJAX_VERSION).tgz -C mj && tar xzf jupyter-widgets-html-manager-1.0.6.tgz -C hm
+	rm -rf book/_static/mathjax/output && mkdir -p book/_static/mathjax/output/chtml/fonts $(WIDGET_FONTS)
+	cp _build/npm/mj/package/es5/tex-mml-chtml.js _build/npm/mj/package/LICENSE book/_static/mathjax/
+	cp -r _build/npm/mj/package/es5/output/chtml/fonts/woff-v2 book/_static/mathjax/output/chtml/fonts/
+	cp _build/npm/hm/package/dist/*.woff2 $(WIDGET_FONTS)/
 
 clean:
 	rm -rf _build .pytest_cache .ruff_cache

@@ -5,7 +5,6 @@ import csv
 import json
 
 import pytest
-
 from lmbook.grading import exercises_of, grade_all
 
 

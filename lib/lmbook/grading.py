@@ -127,7 +127,7 @@ def grade_submission(submission: Path, reference: dict, exercises: list[Exercise
         reason = f"the notebook fails in its first code cell: {error_of(first_code)}"
         return [rows(False, reason, e) for e in graded], reason + "\n"
     out_rows, feedback = [], []
-    for e, cell in zip(graded, check_cells):
+    for e, cell in zip(graded, check_cells, strict=True):
         ok, err = results.get(e.check_name), error_of(cell)
         feedback.append(text_of(cell).rstrip() + (f"\n{err}" if err else ""))
         if ok is not None:

@@ -1,0 +1,89 @@
+"""The website as a reader meets it, in a real browser: every page loads cleanly, images load and are
+described, math is typeset (offline), solutions start closed, launch buttons point to the right notebook,
+search finds a chapter's term, and saved widgets render. A screenshot of each chapter's first screen is
+kept in _build/screenshots/."""
+
+import re
+
+import pytest
+import yaml
+from _site_helpers import ROOT, site_pages
+
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+PAGES = site_pages()
+CHAPTERS = [p for p in PAGES if p.startswith("notebooks/")]
+SHOTS = ROOT / "_build" / "screenshots"
+
+
+def open_page(page, server, path):
+    page.goto(f"{server}/{path}", wait_until="load")
+    if page.locator("script[src*='mathjax']").count():  # wait until MathJax has typeset the page
+        page.wait_for_function("() => !!(window.MathJax && MathJax.startup && MathJax.startup.promise)",
+                               timeout=20_000)
+        page.evaluate("() => MathJax.startup.promise.then(() => true)")
+
+
+def test_the_site_has_every_chapter():
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert [pathlib_stem(p) for p in CHAPTERS] == notebooks
+
+
+def pathlib_stem(path):
+    return path.rsplit("/", 1)[-1].removesuffix(".html")
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_loads_cleanly_with_images_and_typeset_math(page, server, path):
+    open_page(page, server, path)
+    assert page.console_errors == [], f"{path}: console errors {page.console_errors[:3]}"
+    # A live widget's own plot (drawn by the widget, not the page) cannot carry alt text; every widget is
+    # followed by a static figure that does, so images inside widgets are exempt from the alt check.
+    images = page.eval_on_selector_all(
+        "article img", "els => els.filter(e => !e.closest('.jupyter-widgets, .widget-output'))"
+                       ".map(e => [e.getAttribute('src'), e.complete && e.naturalWidth > 0, "
+                       "(e.getAttribute('alt') || '').trim()])")
+    for src, loaded, alt in images:
+        assert loaded, f"{path}: image {src} did not load"
+        assert alt, f"{path}: image {src} has no alt text"
+    text = page.inner_text("article")
+    assert "$$" not in text and "\\(" not in text and "\\[" not in text, f"{path}: raw TeX is visible"
+    if page.locator("article .math").count():
+        assert page.locator("article mjx-container").count() > 0, f"{path}: math was not typeset"
+
+
+@pytest.mark.parametrize("path", CHAPTERS)
+def test_chapter_solutions_closed_and_launch_buttons_right(page, server, path):
+    open_page(page, server, path)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{pathlib_stem(path)}.png"))
+    solutions = page.locator("details.solution, .solution.dropdown, details.dropdown.solution")
+    assert solutions.count() >= 4, f"{path}: expected at least 4 solution drop-downs"
+    for i in range(solutions.count()):
+        assert solutions.nth(i).get_attribute("open") is None, f"{path}: solution {i} is open by default"
+    repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
+    branch, notebook = CONFIG["repository"]["branch"], f"notebooks/{pathlib_stem(path)}.ipynb"
+    links = page.eval_on_selector_all("a", "els => els.map(e => e.href)")
+    colab = [h for h in links if "colab.research.google.com" in h]
+    binder = [h for h in links if "mybinder.org" in h]
+    assert colab == [f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}"], colab
+    assert binder and all(f"/gh/{repo}/{branch}" in h and notebook in h for h in binder), binder
+    assert any(h.endswith(f"_sources/{notebook}") for h in links), "no download link for the .ipynb"
+    provenance = page.inner_text("article")
+    assert re.search(r"lmbook \d+\.\d+\.\d+ \| torch \S+ .*outputs of \d{4}-\d\d-\d\d", provenance), \
+        f"{path}: the versions and date of the outputs are not shown"
+
+
+def test_search_finds_a_chapter_term(page, server):
+    page.goto(f"{server}/search.html?q=Kneser", wait_until="load")
+    page.wait_for_selector("#search-results li", timeout=20_000)
+    hits = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.href)")
+    assert any("01_language_models_and_perplexity" in h for h in hits), hits
+
+
+def test_saved_widgets_render(page, server, site):
+    with_widgets = [p for p in CHAPTERS if "application/vnd.jupyter.widget-view+json" in (site / p).read_text()]
+    if not with_widgets:
+        pytest.skip("no chapter stores widget state yet")
+    for path in with_widgets:
+        open_page(page, server, path)
+        page.wait_for_selector(".widget-slider, .jupyter-widgets, .widget-container", timeout=20_000)

@@ -87,3 +87,20 @@ def test_saved_widgets_render(page, server, site):
     for path in with_widgets:
         open_page(page, server, path)
         page.wait_for_selector(".widget-slider, .jupyter-widgets, .widget-container", timeout=20_000)
+
+
+def test_site_works_from_disk_without_a_server(page, site):
+    """The built folder opened with file://, offline: math, figures and search all work."""
+    chapter = site / "notebooks" / "01_language_models_and_perplexity.html"
+    page.goto(chapter.as_uri(), wait_until="load")
+    page.wait_for_function("() => !!(window.MathJax && MathJax.startup && MathJax.startup.promise)", timeout=20_000)
+    page.evaluate("() => MathJax.startup.promise.then(() => true)")
+    assert page.locator("article mjx-container").count() > 10
+    assert page.eval_on_selector_all("article img", "els => els.every(e => e.complete && e.naturalWidth > 0)")
+    assert page.console_errors == [], page.console_errors[:3]
+    # Search finds pages from disk too; only its result snippets need a server (the browser blocks fetch()
+    # of file:// URLs), so those fetch errors are expected here.
+    page.goto((site / "search.html").as_uri() + "?q=perplexity", wait_until="load")
+    page.wait_for_selector("#search-results li a", timeout=20_000)
+    hits = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.href)")
+    assert any("01_language_models_and_perplexity" in h for h in hits), hits

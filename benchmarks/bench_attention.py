@@ -8,6 +8,7 @@ them alike; the figures that matter are the ratios. Peak memory is counted by lm
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -86,6 +87,7 @@ def scaling_rows(threads: int) -> list[list]:
 
 
 def run() -> str:
+    load = os.getloadavg()[0]  # other processes' load skews the multi-threaded ratios most
     default_threads = torch.get_num_threads()
     speed = speed_rows(1) + (speed_rows(default_threads) if default_threads > 1 else [])
     torch.set_num_threads(1)
@@ -100,7 +102,9 @@ def run() -> str:
         f"in the same run (target for lmbook dense: within 1.5x). lmbook dense / torch SDPA: {ratios}. "
         "The readable path (used with autograd or return_weights) materialises all H score matrices and "
         "several T x T temporaries; the default inference path goes one head and one tile of query rows at a "
-        "time. Timings alternate between contenders; other load on the machine still moves the ratios.",
+        "time. Timings alternate between contenders. Load average at the start of this run: "
+        f"{load:.1f} on {os.cpu_count()} CPUs; when runnable threads outnumber cores, multi-threaded torch ops wait "
+        "on each other, which hurts methods made of many small ops (lmbook's) far more than one fused kernel.",
         table(["threads", "implementation", "ms", "ratio to SDPA"], speed),
         "Peak memory (MiB of tensors alive at once, inputs excluded) at (B=1, H=8, d=64), no mask. "
         "Growth = factor per doubling of T (readable dense / flash): about 4 for quadratic, 2 for linear.",

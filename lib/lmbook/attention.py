@@ -185,11 +185,11 @@ def _use_fast_path(q, k, v, return_weights) -> bool:
 def _attention_by_slices(q, k, v, allowed, bias, scale, is_causal):
     """The same computation, one (batch, head) slice and one tile of query rows at a time, for CPU speed.
 
-    Each tile holds at most 2^20 scores (4 MB in float32), so it stays in cache and the allocator reuses
-    its memory; the readable path allocates several H x T_q x T_k temporaries, and on CPU fresh
-    allocations cost more than the arithmetic. With is_causal, keys after a tile's last query are not
-    scored at all. torch's fused softmax kernel replaces our four-pass one. Tested against the readable
-    path; used only without autograd and when the weights are not returned.
+    Each tile holds at most 2^20 scores (4 MB in float32) in one buffer that every tile reuses, computed
+    and normalised in place; the readable path allocates several H x T_q x T_k temporaries, and on CPU
+    fresh allocations cost more than the arithmetic. With is_causal, keys after a tile's last query are
+    not scored at all. torch's fused softmax kernel replaces our four-pass one. Tested against the
+    readable path; used only without autograd and when the weights are not returned.
     """
     q_len, k_len = q.shape[-2], k.shape[-2]
     offset = k_len - q_len  # lower-right causal alignment: query i sits at key position i + offset
@@ -201,13 +201,15 @@ def _attention_by_slices(q, k, v, allowed, bias, scale, is_causal):
     out = q.new_zeros(*lead, q_len, v.shape[-1])  # (..., T_q, d_v); rows that see no key stay 0
     rows = max(1, 2**20 // max(k_len, 1))  # query rows per tile
     rows = min(rows, 128) if is_causal else rows  # smaller causal tiles skip more of the masked keys
+    buffer = q.new_empty(min(rows, q_len) * k_len)  # one tile of scores, reused for every tile
     for idx in itertools.product(*(range(n) for n in lead)):
         for r in range(0, q_len, rows):
             r_end = min(r + rows, q_len)
             stop = min(k_len, r_end + offset) if is_causal else k_len  # keys any row of the tile may see
             if stop <= 0:
                 continue
-            s = q[idx][r:r_end] @ k[idx][:stop].transpose(-2, -1)  # (rows, stop)
+            s = buffer[:(r_end - r) * stop].view(r_end - r, stop)
+            torch.matmul(q[idx][r:r_end], k[idx][:stop].transpose(-2, -1), out=s)  # (rows, stop)
             if is_causal and stop > r + offset + 1:  # hide the keys after each row's own position
                 lo = max(r + offset + 1, 0)
                 i = torch.arange(r, r_end, device=s.device)[:, None] + offset
@@ -219,7 +221,7 @@ def _attention_by_slices(q, k, v, allowed, bias, scale, is_causal):
                 s.add_(bias[idx][r:r_end, :stop])
             may_die = blocked is not None or bias is not None or r + offset < 0
             dead = s.amax(dim=-1, keepdim=True) == float("-inf") if may_die else None
-            s = torch.softmax(s, dim=-1)
+            torch.softmax(s, dim=-1, out=s)
             if dead is not None:
                 s.masked_fill_(dead, 0.0)  # a query with nothing to attend to: zeros, not NaN
             torch.matmul(s, v[idx][:stop], out=out[idx][r:r_end])

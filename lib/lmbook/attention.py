@@ -158,7 +158,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None
     allowed, bias = None, None  # boolean mask (True = attend) and additive mask
     if mask is not None:
         _check_mask(mask, q_len, k_len)
-        allowed, bias = (mask, None) if mask.dtype == torch.bool else (None, mask)
+        allowed, bias = (mask, None) if mask.dtype == torch.bool else (None, mask.to(q.dtype))
     if _use_fast_path(q, k, v, return_weights):
         return _attention_by_slices(q, k, v, allowed, bias, scale, is_causal)
     if is_causal:

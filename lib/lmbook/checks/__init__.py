@@ -13,5 +13,6 @@ from .ch01 import (  # noqa: F401
 )
 from .ch02 import *  # noqa: F401,F403
 from .ch03 import *  # noqa: F401,F403
+from .ch04 import *  # noqa: F401,F403
 from .ch05 import *  # noqa: F401,F403
 from .ch06 import *  # noqa: F401,F403

@@ -356,7 +356,8 @@ def _train(sentences, config, device, overrides) -> WordVectors:
     with torch.no_grad():
         all_ids = torch.arange(V, device=device)
         vectors = model.word_vectors(all_ids) if config.model != "cbow" else model.center.weight[:V].detach()
-        ngram_vectors = model.ngrams.weight[:-1].cpu().numpy() if config.model == "fasttext" else None
+        fasttext = config.model == "fasttext"
+        ngram_vectors = model.ngrams.weight[:-1].detach().cpu().numpy() if fasttext else None
     return WordVectors(words, vectors.cpu().numpy(), counts, losses, ngram_vectors, config)
 
 

@@ -22,7 +22,9 @@ Conventions (those of Hugging Face ``tokenizers``, so that training gives the sa
 
 Decoding policy: token bytes are joined and decoded as UTF-8 with ``errors="replace"``: an incomplete or
 invalid byte sequence (a slice of ids that cuts a character in two) becomes U+FFFD, as in ``tokenizers``.
-``decode_bytes`` gives the raw bytes, and ``errors="strict"`` raises a ``UnicodeDecodeError``.
+``decode_bytes`` gives the raw bytes, and ``errors="strict"`` raises a ``UnicodeDecodeError``. Encoding is
+exact for every string of Unicode scalar values; a lone surrogate (U+D800..U+DFFF) has no UTF-8 form and
+raises a ``ValueError`` (``UnicodeEncodeError``).
 
 The last part of the module is the two other subword algorithms of the chapter, in their smallest form:
 WordPiece's merge score and the Unigram language model (Viterbi segmentation, EM, pruning).

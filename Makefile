@@ -10,7 +10,7 @@ NBVAL  := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 JB_BUILD := $(BIN)/jupyter-book build . --path-output _build/site
 
-.PHONY: install book test lint pytest nbval build-check test-site lab outputs serve bench data student grade vendor clean
+.PHONY: install book test lint pytest nbval build-check test-site test-fresh lab outputs serve bench data student grade vendor clean
 
 install: $(STAMP)
 
@@ -26,13 +26,13 @@ book: install
 	rm -rf _build/html && cp -r _build/site/_build/html _build/html
 	@echo "Site written to _build/html (open _build/html/index.html)"
 
-test: install lint pytest nbval build-check test-site
+test: install lint pytest nbval build-check test-site test-fresh
 
 lint: install
 	$(BIN)/ruff check lib tests benchmarks notebooks
 
 pytest: install
-	$(BIN)/pytest tests -q -n 2 --dist loadfile --ignore=tests/site
+	$(BIN)/pytest tests -q -n 2 --dist loadfile --ignore=tests/site --ignore=tests/fresh
 
 nbval: install
 	LMBOOK_QUIET=1 $(NBVAL) -q -n 2 --dist loadfile $(NOTEBOOKS)
@@ -70,6 +70,10 @@ bench: install
 
 data: install
 	$(PY) -m lmbook.data
+
+# Every notebook in a fresh, Colab-like environment, installing lmbook through its own set-up cell.
+test-fresh: install
+	$(BIN)/pytest tests/fresh -q -n 2 --dist load -p no:randomly
 
 # The student edition: notebooks with solutions stubbed out, and the site built from them.
 student: install

@@ -4,11 +4,11 @@
   every page and the second copy throws (one copy has filename None, the other ""). Duplicate script
   entries are dropped.
 - Sphinx adds MathJax only to pages where it registered equations, and misses the math in the Markdown
-  pages' tables (the notation page). The asset policy "always" loads it on every page.
+  pages' tables (the notation page). Pages whose HTML holds math are marked as having equations.
 """
 
 
-def _dedupe_scripts(app, pagename, templatename, context, doctree):
+def _fix_page_assets(app, pagename, templatename, context, doctree):
     seen, unique = set(), []
     for script in context.get("script_files", []):
         attributes = getattr(script, "attributes", {}) or {}
@@ -17,10 +17,10 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
             seen.add(key)
             unique.append(script)
     context["script_files"][:] = unique  # in place: later handlers (MathJax) add to this same list
-
+    if 'class="math' in context.get("body", ""):
+        app.env.get_domain("math").data["has_equations"][pagename] = True  # read by sphinx.ext.mathjax
 
 
 def setup(app):
-    app.set_html_assets_policy("always")
-    app.connect("html-page-context", _dedupe_scripts, priority=100)  # early: a later handler may end the event
+    app.connect("html-page-context", _fix_page_assets, priority=100)  # early: a later handler may end the event
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -17,7 +17,7 @@ SHOTS = ROOT / "_build" / "screenshots"
 
 def open_page(page, server, path):
     page.goto(f"{server}/{path}", wait_until="load")
-    if page.locator("script[src*='mathjax']").count():  # wait until MathJax has typeset the page
+    if page.locator("script[src*='tex-mml-chtml']").count():  # wait until MathJax has typeset the page
         page.wait_for_function("() => !!(window.MathJax && MathJax.startup && MathJax.startup.promise)",
                                timeout=20_000)
         page.evaluate("() => MathJax.startup.promise.then(() => true)")

@@ -45,7 +45,7 @@ build-check: install
 # The widget libraries the site loads from a CDN are fetched from the npm registry for the test's
 # offline browser (skipped, with the widget test, where npm is missing).
 WIDGET_JS := _build/vendor/html-manager/package/dist/embed-amd.js
-test-site: build-check
+test-site: build-check student
 	-@command -v npm >/dev/null && test -f $(WIDGET_JS) || (mkdir -p _build/vendor && cd _build/vendor && \
 	  npm pack --silent requirejs@2.3.4 @jupyter-widgets/html-manager@1.0.6 >/dev/null && \
 	  mkdir -p requirejs html-manager && tar xzf requirejs-2.3.4.tgz -C requirejs && \
@@ -70,6 +70,12 @@ bench: install
 
 data: install
 	$(PY) -m lmbook.data
+
+# Chapter 6's stored results: the tiny Transformer's weights (lib/lmbook/data/tiny_transformer.pt) and
+# SmolLM2's decoding comparison (lib/lmbook/data/smollm2_decoding.json.gz). One thread: faster on shared CPUs.
+.PHONY: model
+model: install
+	LMBOOK_THREADS=1 $(PY) -m lmbook.model
 
 # Every notebook in a fresh, Colab-like environment, installing lmbook through its own set-up cell.
 test-fresh: install

@@ -1,19 +1,23 @@
-"""Every notebook runs in a fresh environment, the way a Colab reader runs it.
+"""Every notebook runs in a fresh environment, the way a Colab student runs it.
 
 A new virtual environment outside the repository gets only what a Colab runtime already has (torch, numpy,
-matplotlib, scipy, tqdm, ipywidgets, a Jupyter kernel). Each notebook is copied to a directory with no
-checkout around it and executed there with nbclient, so its first cell takes the install path: it pip-installs
-lmbook from ``LMBOOK_PIP_SPEC``, here a wheel built from this repository instead of the pinned git tag.
-This catches notebooks that rely on the repository layout or on packages Colab does not have.
+matplotlib, scipy, tqdm, ipywidgets, a Jupyter kernel). The *student edition* of each notebook (solutions
+stubbed out, see lmbook.teaching) is written to a directory with no checkout around it and executed there with
+nbclient, so its first cell takes the install path: it pip-installs lmbook from ``LMBOOK_PIP_SPEC``, here a
+wheel built from this repository instead of the pinned git tag. This catches notebooks that rely on the
+repository layout or on packages Colab does not have, and proves that a student notebook runs top to bottom
+with every exercise unanswered (each check then says so politely). The solutions themselves run under nbval.
 Run by ``make test-fresh`` (part of ``make test``); slow, since it runs the whole book once more.
 """
 
+import json
 import os
 import pathlib
 import subprocess
 import sys
 
 import pytest
+from lmbook.teaching import student_notebook
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -21,12 +25,14 @@ COLAB_RUNTIME = ["torch==2.13.0", "numpy", "matplotlib", "scipy", "tqdm", "ipywi
                  "nbformat", "pyyaml"]
 
 RUN = """
-import sys, nbformat
+import json, sys, nbformat
 from nbclient import NotebookClient
 path = sys.argv[1]
 nb = nbformat.read(path, as_version=4)
 NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
-print("completed", path)
+checks = ["".join(o.get("text", "")) for c in nb.cells if c.cell_type == "code" and "checks.check_" in c.source
+          for o in c.outputs]
+print(json.dumps(checks))
 """
 
 
@@ -52,8 +58,10 @@ def test_notebook_runs_in_a_fresh_colab_like_environment(fresh_env, notebook):
     workdir = root / "work" / notebook.stem  # no ../lib here: the set-up cell must install lmbook
     workdir.mkdir(parents=True)
     target = workdir / notebook.name
-    target.write_bytes(notebook.read_bytes())
+    target.write_text(json.dumps(student_notebook(json.loads(notebook.read_text()))))
     env = {**os.environ, "LMBOOK_PIP_SPEC": str(wheel), "LMBOOK_QUIET": "1", "PYTHONPATH": ""}
     proc = subprocess.run([str(python), "-c", RUN, str(target), str(workdir)], cwd=workdir, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, f"{notebook.name} failed in the fresh environment:\n{proc.stderr[-3000:]}"
+    messages = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert messages and all("not attempted yet" in m or "not answered yet" in m for m in messages), messages

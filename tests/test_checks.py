@@ -88,3 +88,20 @@ def test_student_errors_are_shown_as_theirs_and_stubs_are_polite(capsys):
 ])
 def test_close(expected, got, same):
     assert checks.close(expected, got) is same
+
+
+def test_every_check_used_by_the_book_exists_and_is_tested_with_a_wrong_answer():
+    import json
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    used = set()
+    for nb in (root / "notebooks").glob("*.ipynb"):
+        for cell in json.loads(nb.read_text())["cells"]:
+            used |= set(re.findall(r"checks\.(check_\w+)\(", "".join(cell["source"])))
+    tests = "\n".join(p.read_text() for p in (root / "tests").glob("test_checks*.py"))
+    for name in sorted(used):
+        assert callable(getattr(checks, name, None)), f"the book calls lmbook.checks.{name}, which does not exist"
+        short = name.removeprefix("check_")
+        assert re.search(rf"\b{name}\b|[\"']{short}[\"']", tests), f"{name} has no test with a wrong answer"

@@ -16,3 +16,4 @@ from .ch03 import *  # noqa: F401,F403
 from .ch04 import *  # noqa: F401,F403
 from .ch05 import *  # noqa: F401,F403
 from .ch06 import *  # noqa: F401,F403
+from .ch09 import *  # noqa: F401,F403

@@ -71,6 +71,11 @@ bench: install
 data: install
 	$(PY) -m lmbook.data
 
+# Chapter 7's SmolLM2 measurements (decode timings, streaming perplexity), about 15 minutes on a busy CPU.
+.PHONY: kv-cache-data
+kv-cache-data: install
+	$(PY) -m lmbook.kv_cache_sweep
+
 # Chapter 6's stored results: the tiny Transformer's weights (lib/lmbook/data/tiny_transformer.pt) and
 # SmolLM2's decoding comparison (lib/lmbook/data/smollm2_decoding.json.gz). One thread: faster on shared CPUs.
 .PHONY: model

@@ -332,3 +332,44 @@ def test_bad_targets_name_the_unmatched_names():
         lora.add_lora(ours, ["base"], r=2, alpha=4)
     with pytest.raises(ValueError, match="no LoRA layers"):
         lora.merge_lora(nn.Sequential(nn.Linear(2, 2)))
+
+
+def test_remove_lora_restores_the_plain_model_even_when_merged():
+    _, ours = llama_pair()
+    x = ids()
+    with torch.no_grad():
+        plain = ours(x)
+    lora.add_lora(ours, ATTN, r=2, alpha=4)
+    with torch.no_grad():
+        for _, layer in lora.lora_layers(ours):
+            layer.lora_B.normal_()
+    lora.merge_lora(ours, unload=False)
+    lora.remove_lora(ours)
+    assert not lora.lora_layers(ours)
+    assert all(type(ours.get_submodule(f"blocks.0.attn.{p}")) is nn.Linear for p in ATTN)
+    with torch.no_grad():
+        assert (ours(x) - plain).abs().max() < 1e-12  # unmerged before removal: the base model again
+
+
+def test_measure_training_step_counts_the_tensors_of_a_real_step():
+    torch.manual_seed(0)
+    model = M.Transformer(M.TransformerConfig(vocab_size=50, d_model=32, n_layers=2, n_heads=4, context_length=32))
+    x = torch.randint(50, (2, 17), generator=torch.Generator().manual_seed(0))
+    before = {n: p.clone() for n, p in model.state_dict().items()}
+    full = lora.measure_training_step(model, x)
+    n_all = lora.count_parameters(model)
+    assert full["weights"] == full["gradients"] == 4 * n_all and full["optimizer"] == 8 * n_all
+    assert full["activations"] > 0 and full["total"] == sum(full[k] for k in ("weights", "gradients", "optimizer",
+                                                                             "activations"))
+    assert all(torch.equal(p, before[n]) for n, p in model.state_dict().items())  # lr = 0 changes nothing
+    assert all(p.grad is None for p in model.parameters())  # gradients freed afterwards
+    lora.add_lora(model, ["q_proj", "v_proj"], r=2, alpha=4)
+    small = lora.measure_training_step(model, x)
+    n_train = lora.count_parameters(model, trainable_only=True)
+    assert small["gradients"] == 4 * n_train and small["optimizer"] == 8 * n_train
+    assert 0 < small["activations"] < full["activations"]  # frozen layers keep fewer inputs, but not none
+    with pytest.raises(ValueError, match="T >= 2"):
+        lora.measure_training_step(model, x[:, :1])
+    model.requires_grad_(False)
+    with pytest.raises(ValueError, match="no trainable"):
+        lora.measure_training_step(model, x)

@@ -12,9 +12,9 @@ r (in + out) numbers per layer instead of in * out. Chapter 9.
 This module gives the layer (:class:`LoRALinear`, with ``merge``/``unmerge``), injection into any model
 by module name (:func:`add_lora`), merging for inference (:func:`merge_lora`), saving and swapping
 adapters (:func:`lora_state_dict`, :func:`load_lora`), switching them off for a while (:func:`disabled`,
-e.g. to get DPO's reference model from the same weights), and counting (:func:`count_parameters`,
-:func:`training_memory`). Conventions follow peft's ``LoraConfig``/``get_peft_model``, which the tests
-use as the oracle.
+e.g. to get DPO's reference model from the same weights), counting (:func:`count_parameters`,
+:func:`training_memory`) and measuring a training step (:func:`measure_training_step`). Conventions
+follow peft's ``LoraConfig``/``get_peft_model``, which the tests use as the oracle.
 
 Left out on purpose: several named adapters inside one layer (swap adapters with ``load_lora``
 instead), LoRA on embeddings and convolutions, DoRA/PiSSA/LoftQ initialisations, and quantized base
@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["LoRALinear", "add_lora", "merge_lora", "lora_layers", "lora_state_dict", "load_lora", "disabled",
-           "count_parameters", "training_memory"]
+__all__ = ["LoRALinear", "add_lora", "merge_lora", "remove_lora", "lora_layers", "lora_state_dict", "load_lora",
+           "disabled", "count_parameters", "training_memory", "measure_training_step"]
 
 
 def _check_number(name, value, kind=(int,), minimum=None, strict=True):
@@ -193,6 +194,17 @@ def merge_lora(model: nn.Module, unload: bool = True) -> nn.Module:
     return model
 
 
+def remove_lora(model: nn.Module) -> nn.Module:
+    """Throw the adapters away: each LoRALinear is replaced by its base layer, unmerged first if it was
+    merged (peft's ``unload``); in place, returns ``model``. The base stays frozen."""
+    for name, layer in _require_layers(model):
+        if layer.merged:
+            layer.unmerge()
+        parent_name, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent_name), child, layer.base)
+    return model
+
+
 def lora_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """The adapter alone: {"<layer name>.lora_A": (r, in), "<layer name>.lora_B": (out, r)}, detached copies.
 
@@ -267,4 +279,55 @@ def training_memory(model: nn.Module, optimizer_states: int = 2, bytes_per_numbe
     n_all, n_train = count_parameters(model), count_parameters(model, trainable_only=True)
     out = {"weights": n_all * b, "gradients": n_train * b, "optimizer": optimizer_states * n_train * b}
     out["total"] = sum(out.values())
+    return out
+
+
+def measure_training_step(model: nn.Module, ids: torch.Tensor, lr: float = 0.0) -> dict:
+    """Run one real training step (next-token cross-entropy on ids (B, T), backward, AdamW) and measure the
+    tensors it creates, in bytes: ``weights`` (all parameters), ``gradients`` (every .grad), ``optimizer``
+    (AdamW's state), ``activations`` (what autograd saved for the backward pass, each storage once,
+    parameters excluded), their ``total``, and ``seconds`` for the whole step. On CUDA also
+    ``peak_allocated`` from the allocator. lr = 0 (the default) leaves the weights as they were.
+    """
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[1] < 2:
+        raise ValueError(f"ids must be a (B, T) tensor of token ids with T >= 2, got {getattr(ids, 'shape', ids)}")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise ValueError("the model has no trainable parameters")
+    param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t):  # called for every tensor autograd keeps for the backward pass
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in param_storages:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    cuda = ids.device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    optimizer = torch.optim.AdamW(trainable, lr=lr)
+    was_training = model.training
+    model.train()
+    start = time.perf_counter()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logits = model(ids[:, :-1])  # (B, T - 1, V)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten())
+    loss.backward()
+    optimizer.step()
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in trainable if p.grad is not None)
+    state = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values()
+                if isinstance(t, torch.Tensor) and t.dim() > 0)  # m and v; the step counters are scalars
+    out = {"weights": sum(p.numel() * p.element_size() for p in model.parameters()), "gradients": grads,
+           "optimizer": state, "activations": sum(saved.values())}
+    out["total"] = sum(out.values())
+    out["seconds"] = seconds
+    if cuda:
+        out["peak_allocated"] = torch.cuda.max_memory_allocated()
+    optimizer.zero_grad(set_to_none=True)  # free the gradients; the optimizer state goes with the optimizer
+    model.train(was_training)
     return out

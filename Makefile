@@ -82,6 +82,12 @@ kv-cache-data: install
 model: install
 	LMBOOK_THREADS=1 $(PY) -m lmbook.model
 
+# Chapter 9's LoRA sweeps (SmolLM2 ranks and targets, full fine-tuning, the tiny model, intrinsic dimension):
+# writes lib/lmbook/data/lora_sweeps.json; needs the tiny model of `make model`; about an hour on a busy CPU.
+.PHONY: lora
+lora: install
+	LMBOOK_THREADS=1 $(PY) -m lmbook.lora_experiment
+
 # Every notebook in a fresh, Colab-like environment, installing lmbook through its own set-up cell.
 test-fresh: install
 	$(BIN)/pytest tests/fresh -q -n 2 --dist load -p no:randomly

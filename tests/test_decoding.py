@@ -232,3 +232,22 @@ def test_bad_settings_are_rejected(llama):
         D.distinct_n([[1, 2]], 0)
     with pytest.raises(ValueError, match="no 3-gram"):
         D.distinct_n([[1, 2]], 3)
+
+
+def test_compare_strategies_rows(llama):
+    _, ours = llama
+    prompt = torch.tensor([[4, 8, 15]])
+    strategies = {"greedy": {}, "beam": {"num_beams": 3}, "hot": {"do_sample": True, "temperature": 1.5}}
+    rows = D.compare_strategies(ours, prompt, strategies, max_new_tokens=6, n_samples=5, seed=1)
+    assert [r["name"] for r in rows] == ["greedy", "beam", "hot"]
+    greedy, beam, hot = rows
+    assert greedy["continuations"] == [D.generate(ours, prompt, 6)[0, 3:].tolist()]
+    assert beam["continuations"] == [D.beam_search(ours, prompt, 6, num_beams=3)[0][0, 3:].tolist()]
+    assert len(hot["continuations"]) == 5 and hot["distinct_1"] == D.distinct_n(hot["continuations"], 1)
+    assert greedy["distinct_1"] == D.distinct_n(greedy["continuations"] * 5, 1)  # the same text, five times
+    again = D.compare_strategies(ours, prompt, {"hot": strategies["hot"]}, max_new_tokens=6, n_samples=5, seed=1)
+    assert again[0]["continuations"] == hot["continuations"]  # seeded
+    full = torch.tensor([[4, 8, 15, *greedy["continuations"][0]]])
+    assert greedy["mean_logprob"] == pytest.approx(D.sequence_logprob(ours, full, 3).item() / 6)
+    assert beam["mean_logprob"] >= greedy["mean_logprob"] - 1e-9  # beam search finds at least as likely a text
+    assert hot["mean_logprob"] < greedy["mean_logprob"]  # hot samples are less likely under the model

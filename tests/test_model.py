@@ -273,7 +273,7 @@ def test_tiny_model_file_beats_the_ngram_baseline():
     model, vocab = M.load_tiny()
     _, _, val_ids = M.word_corpus(blob["min_count"])
     assert len(vocab) == model.config.vocab_size
-    val_loss = M.evaluate(model, val_ids, blob["train_config"]["seq_len"])
+    val_loss = M.evaluate(model, val_ids, blob["train_config"]["seq_len"], stride=blob["eval_stride"])
     assert val_loss == pytest.approx(blob["val_loss"], abs=1e-4)
     assert math.exp(val_loss) < blob["baseline"]["perplexity"]  # same tokens: perplexities are comparable
     assert 5e5 < model.num_parameters() < 2e6
@@ -309,3 +309,17 @@ def test_bad_ids_are_rejected():
         model(torch.zeros(1, 9, dtype=torch.long))
     with pytest.raises(ValueError, match="fewer than seq_len"):
         M.train(model, torch.arange(5), config=M.TrainConfig(seq_len=8))
+
+
+def test_strided_evaluate_scores_each_token_once_with_the_longest_context():
+    torch.manual_seed(0)
+    model = M.Transformer(M.TransformerConfig(vocab_size=20, d_model=16, n_layers=1, n_heads=2)).eval()
+    ids = torch.randint(0, 20, (30,))
+    seq_len, stride, nll = 8, 3, 0.0
+    for t in range(1, 30):  # token t is read in the window that starts at the largest multiple of 3 with t - 8 <= start
+        start = max(0, -(-(t - seq_len) // stride) * stride)
+        logp = model(ids[None, start:t])[0, -1].log_softmax(-1)
+        nll -= logp[ids[t]].item()
+    got = M.evaluate(model, ids, seq_len=seq_len, stride=stride, batch_size=3)
+    assert got == pytest.approx(nll / 29, rel=1e-6)
+    assert M.evaluate(model, ids, seq_len=8, stride=8) == pytest.approx(M.evaluate(model, ids, seq_len=8), rel=1e-12)

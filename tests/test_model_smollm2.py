@@ -41,8 +41,10 @@ def test_slow_smollm2_logits_match_transformers_gguf(tmp_path, monkeypatch):
 
     from lmbook.decoding import generate
 
-    prompt = torch.tensor([tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                                   add_generation_prompt=True, tokenize=True)["input_ids"]])
+    chat = [{"role": "user", "content": "What is the capital of France?"}]
+    text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    assert text == M.smollm2_chat("What is the capital of France?")  # our ChatML is the model's own template
+    prompt = torch.tensor([tok.encode(text)])
     ours = generate(cached, prompt, 6)
     theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False)
     assert torch.equal(ours, theirs[:, :ours.shape[1]])

@@ -22,12 +22,27 @@ and a KV cache (chapter 7 plugs one into ``generate`` through ``cache=``).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 __all__ = [
     "greedy", "apply_temperature", "top_k_filter", "top_p_filter", "min_p_filter", "apply_repetition_penalty",
-    "sample", "generate", "beam_search", "distinct_n", "sequence_logprob",
+    "sample", "generate", "beam_search", "distinct_n", "sequence_logprob", "compare_strategies", "STRATEGIES",
 ]
+
+# The strategies chapter 6 compares, as keyword arguments of generate (or of beam_search with num_beams).
+STRATEGIES = {
+    "greedy": {},
+    "beam search (4 beams)": {"num_beams": 4, "length_penalty": 1.0},
+    "greedy + rep. penalty 1.3": {"repetition_penalty": 1.3},
+    "sampling, T = 1": {"do_sample": True},
+    "sampling, T = 0.7": {"do_sample": True, "temperature": 0.7},
+    "sampling, T = 1.5": {"do_sample": True, "temperature": 1.5},
+    "top-k = 20": {"do_sample": True, "top_k": 20},
+    "top-p = 0.9": {"do_sample": True, "top_p": 0.9},
+    "min-p = 0.1": {"do_sample": True, "min_p": 0.1},
+}
 
 
 def _check_logits(logits) -> None:
@@ -233,3 +248,42 @@ def sequence_logprob(model, ids, prompt_len: int) -> torch.Tensor:
     picked = logprobs.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
     return picked[:, prompt_len - 1:].sum(dim=-1)
 
+
+
+def compare_strategies(model, prompt_ids, strategies: dict[str, dict], max_new_tokens: int, n_samples: int = 4,
+                       eos_id: int | None = None, seed: int = 0) -> list[dict]:
+    """Decode the same prompt with each named strategy and measure what comes out.
+
+    ``strategies`` maps a name to keyword arguments of :func:`generate` (``do_sample``, ``temperature``, ...)
+    or, with ``num_beams``, of :func:`beam_search`. Sampling strategies draw ``n_samples`` continuations
+    (all seeded with ``seed``, so they share their random numbers); greedy and beam search give one, which
+    counts ``n_samples`` times, since asking again gives the same text. Each row: name, the continuations
+    (lists of ids, cut after ``eos_id``), distinct-1 and distinct-2 over the ``n_samples`` outputs, and the
+    mean log-probability per token that the *unmodified* model gives them (high = what it finds likely).
+    """
+    rows = []
+    prompt = _as_batch(model, prompt_ids)[:1]  # (1, T)
+    for name, settings in strategies.items():
+        settings = dict(settings)
+        if "num_beams" in settings:
+            outputs = beam_search(model, prompt, max_new_tokens, eos_id=eos_id, **settings)[0]
+        else:
+            n = n_samples if settings.get("do_sample") else 1
+            generator = torch.Generator(device=prompt.device).manual_seed(seed)
+            outputs = generate(model, prompt.expand(n, -1), max_new_tokens, eos_id=eos_id, generator=generator,
+                               **settings)
+        continuations, logprob, count = [], 0.0, 0
+        for row in outputs:
+            new = row[prompt.shape[1]:].tolist()
+            if eos_id is not None and eos_id in new:
+                new = new[:new.index(eos_id) + 1]  # keep the end token, drop the padding after it
+            continuations.append(new)
+            full = torch.cat([prompt[0], row.new_tensor(new)])[None]
+            logprob += sequence_logprob(model, full, prompt.shape[1]).item()
+            count += len(new)
+        outputs_seen = continuations * (n_samples // len(continuations))  # a deterministic text n_samples times
+        rows.append({"name": name, "continuations": continuations,
+                     "distinct_1": distinct_n(outputs_seen, 1),
+                     "distinct_2": distinct_n(outputs_seen, 2) if max(map(len, continuations)) > 1 else math.nan,
+                     "mean_logprob": logprob / count})
+    return rows

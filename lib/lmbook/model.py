@@ -260,10 +260,10 @@ class Transformer(nn.Module):
 
 @dataclass
 class TrainConfig:
-    steps: int = 600                # optimizer steps
+    steps: int = 400                # optimizer steps
     batch_size: int = 16            # sequences per step
     seq_len: int = 128              # tokens per training sequence
-    lr: float = 3e-3                # peak learning rate, reached after the warm-up
+    lr: float = 2e-3                # peak learning rate, reached after the warm-up
     warmup_steps: int = 30          # linear warm-up from 0
     min_lr_ratio: float = 0.1       # the cosine decays to lr * min_lr_ratio at the last step
     weight_decay: float = 0.1       # AdamW's decoupled decay, on matrices only (not norms or biases)
@@ -290,22 +290,38 @@ def _check_ids(name, ids, seq_len):
 
 
 @torch.no_grad()
-def evaluate(model: Transformer, ids: torch.Tensor, seq_len: int = 128, batch_size: int = 32) -> float:
-    """Mean cross-entropy (nats per token) of every token of ``ids`` but the first, read in consecutive
-    windows of ``seq_len`` tokens (each window starts with no earlier context)."""
+def evaluate(model: Transformer, ids: torch.Tensor, seq_len: int = 128, stride: int | None = None,
+             batch_size: int = 32) -> float:
+    """Mean cross-entropy (nats per token) of every token of the stream ``ids`` but the first.
+
+    The model reads windows of ``seq_len`` tokens that start every ``stride`` tokens (default: seq_len,
+    windows side by side). Each token is scored once, in the first window where it has the most context:
+    with stride < seq_len every token after the first window sees at least seq_len - stride earlier tokens.
+    """
     _check_ids("ids", ids, 1)
+    stride = seq_len if stride is None else stride
+    if not 1 <= stride <= seq_len:
+        raise ValueError(f"stride must be in [1, seq_len={seq_len}], got {stride}")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    starts = list(range(0, len(ids) - 1, seq_len))
+    windows, scored_until = [], 0  # (start, number of new targets at the end of the window)
+    for start in range(0, len(ids) - 1, stride):
+        end = min(start + seq_len, len(ids) - 1)  # this window predicts ids[start + 1 : end + 1]
+        windows.append((start, end - scored_until))
+        scored_until = end
+        if end == len(ids) - 1:
+            break
     total = 0.0
-    for i in range(0, len(starts), batch_size):
-        chunk = [ids[s:s + seq_len + 1] for s in starts[i:i + batch_size]]
-        for piece in ([c for c in chunk if len(c) == seq_len + 1], [c for c in chunk if len(c) < seq_len + 1]):
-            if piece:  # full windows in one batch, the short last window alone
-                batch = torch.stack(piece).to(device)  # (b, L + 1)
-                logits = model(batch[:, :-1])
-                total += F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="sum").item()
+    for i in range(0, len(windows), batch_size):
+        groups = {}  # windows of equal length share a batch
+        for start, n_new in windows[i:i + batch_size]:
+            groups.setdefault(min(seq_len, len(ids) - 1 - start), []).append((start, n_new))
+        for length, group in groups.items():
+            batch = torch.stack([ids[s:s + length + 1] for s, _ in group]).to(device)  # (b, length + 1)
+            logp = model(batch[:, :-1]).float().log_softmax(dim=-1)  # (b, length, V)
+            nll = -logp.gather(-1, batch[:, 1:, None]).squeeze(-1)  # (b, length)
+            total += sum(nll[j, length - n_new:].sum().item() for j, (_, n_new) in enumerate(group))
     model.train(was_training)
     return total / (len(ids) - 1)
 
@@ -358,6 +374,13 @@ def train(model: Transformer, train_ids: torch.Tensor, val_ids: torch.Tensor | N
 # ---------------------------------------------------------------------------------------------------------
 
 TINY_PATH = Path(__file__).parent / "data" / "tiny_transformer.pt"
+TINY_TRAIN = TrainConfig(steps=400, batch_size=16, seq_len=128, lr=2e-3, warmup_steps=30)  # the recipe of make model
+
+
+def tiny_config(vocab_size: int) -> TransformerConfig:
+    """The tiny model: Llama-style (pre-RMSNorm, RoPE, SwiGLU), 3 blocks of width 128, about 0.9M parameters."""
+    return TransformerConfig(vocab_size=vocab_size, context_length=128, d_model=128, n_layers=3, n_heads=4,
+                             dropout=0.1)
 
 
 def word_corpus(min_count: int = 2) -> tuple[list[str], torch.Tensor, torch.Tensor]:
@@ -490,3 +513,82 @@ def load_smollm2(device=None, dtype: torch.dtype = torch.float32, use_cache: boo
         model.lm_head.weight = model.tok_emb.weight  # assign=True made two parameters; make them one again
     model.inv_freq = rope_inv_freq(config.head_dim, config.rope_base)  # the one made on "meta" holds no values
     return model.to(device=device or "cpu", dtype=dtype).eval()
+
+
+SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def smollm2_chat(message: str, system: str = SMOLLM2_SYSTEM) -> str:
+    """The text SmolLM2-Instruct was fine-tuned on (ChatML): a system turn, the user's turn, and the
+    opening of the assistant's turn, which the model completes and closes with <|im_end|>."""
+    return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{message}<|im_end|>\n"
+            f"<|im_start|>assistant\n")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# make model: train the tiny model, and run the decoding comparison on SmolLM2
+# ---------------------------------------------------------------------------------------------------------
+
+DECODING_SWEEP_PATH = Path(__file__).parent / "data" / "smollm2_decoding.json.gz"
+DECODING_PROMPT = "Write one sentence about the sea."
+
+
+def make_tiny(path: str | Path = TINY_PATH) -> dict:
+    """Train the tiny model with ``TINY_TRAIN``, compare it with chapter 1's best n-gram model on the same
+    validation tokens, and save weights, vocabulary, history and both scores to ``path``."""
+    from . import data
+    from .ngram import NGramLM
+    from .utils import seed_everything
+
+    seed_everything(0)
+    min_count = 2
+    vocab, train_ids, val_ids = word_corpus(min_count)
+    model = Transformer(tiny_config(len(vocab)))
+    history = train(model, train_ids, val_ids, TINY_TRAIN)
+    stride = TINY_TRAIN.seq_len // 2  # every validation token after the first window sees >= 64 earlier words
+    val_loss = evaluate(model, val_ids, TINY_TRAIN.seq_len, stride=stride)
+    splits = {part: data.sentences("\n\n".join(data.split(part).values())) for part in ("train", "validation")}
+    ngram = NGramLM(4, smoothing="kneser-ney", min_count=min_count).fit(splits["train"])
+    ngram_nats, n_tokens = ngram.log_likelihood(splits["validation"])
+    assert n_tokens == len(val_ids) - 1, "the n-gram model and the transformer must score the same tokens"
+    blob = {"config": asdict(model.config), "state_dict": model.state_dict(), "vocab": vocab, "min_count": min_count,
+            "train_config": asdict(TINY_TRAIN), "history": history, "val_loss": val_loss, "eval_stride": stride,
+            "val_tokens": n_tokens, "val_chars": len("\n\n".join(data.split("validation").values())),
+            "baseline": {"name": "4-gram Kneser-Ney", "perplexity": math.exp(-ngram_nats / n_tokens),
+                         "val_loss": -ngram_nats / n_tokens}}
+    torch.save(blob, path)
+    return blob
+
+
+def make_decoding_sweep(path: str | Path = DECODING_SWEEP_PATH, max_new_tokens: int = 40, n_samples: int = 4) -> list:
+    """Decode ``DECODING_PROMPT`` with SmolLM2 and every strategy of ``decoding.STRATEGIES``; save the rows."""
+    import gzip
+    import json
+
+    from .decoding import STRATEGIES, compare_strategies
+    from .tokenization import BPETokenizer
+
+    model, tokenizer = load_smollm2(), BPETokenizer.from_gguf()
+    prompt = tokenizer.encode(smollm2_chat(DECODING_PROMPT))
+    rows = compare_strategies(model, prompt, STRATEGIES, max_new_tokens, n_samples=n_samples,
+                              eos_id=tokenizer.special_tokens["<|im_end|>"], seed=0)
+    for row in rows:
+        row["texts"] = [tokenizer.decode(c) for c in row["continuations"]]
+    blob = {"prompt": DECODING_PROMPT, "max_new_tokens": max_new_tokens, "n_samples": n_samples, "rows": rows}
+    with gzip.GzipFile(path, "wb", mtime=0) as f:
+        f.write(json.dumps(blob, indent=1).encode("utf-8"))
+    return rows
+
+
+if __name__ == "__main__":  # make model
+    import sys
+
+    torch.set_num_threads(int(os.environ.get("LMBOOK_THREADS", "2")))
+    if "tiny" in sys.argv[1:] or len(sys.argv) == 1:
+        result = make_tiny()
+        print(f"tiny model: {result['history']['seconds']:.0f} s of training, validation perplexity "
+              f"{math.exp(result['val_loss']):.2f} vs {result['baseline']['name']} "
+              f"{result['baseline']['perplexity']:.2f} (per word, the same tokens) -> {TINY_PATH}")
+    if "decoding" in sys.argv[1:] or len(sys.argv) == 1:
+        for row in make_decoding_sweep():
+            print(f"{row['name']:>22}: distinct-2 {row['distinct_2']:.2f}, log p/token {row['mean_logprob']:.2f}")

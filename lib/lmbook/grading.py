@@ -35,6 +35,7 @@ from pathlib import Path
 __all__ = ["Exercise", "exercises_of", "grade_submission", "grade_all"]
 
 _MARK = "@@LMBOOK-RESULTS@@"
+SETUP_TIMEOUT = 300  # seconds for a submission's first code cell (imports), whatever cell_timeout is
 
 
 @dataclass
@@ -71,8 +72,12 @@ def _execute(nb_path: Path, cwd: Path, cell_timeout: int) -> dict:
     from nbclient import NotebookClient
 
     nb = nbformat.read(nb_path, as_version=4)
-    client = NotebookClient(nb, timeout=cell_timeout, allow_errors=True, interrupt_on_timeout=True,
-                            kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
+    first = next((c for c in nb.cells if c.cell_type == "code"), None)
+    client = NotebookClient(nb, allow_errors=True, interrupt_on_timeout=True, kernel_name="python3",
+                            # the set-up cell imports torch, slow on a busy machine: it gets SETUP_TIMEOUT
+                            timeout_func=lambda cell: max(cell_timeout, SETUP_TIMEOUT) if cell is first
+                            else cell_timeout,
+                            resources={"metadata": {"path": str(cwd)}})
     client.execute()
     return nb
 
@@ -124,7 +129,9 @@ def grade_submission(submission: Path, reference: dict, exercises: list[Exercise
     first_error = next((err for c in cells[: len(cells) - len(tail)] if (err := error_of(c))), "")
     first_code = next((c for c in cells if c.get("cell_type") == "code"), {})
     if error_of(first_code):  # the set-up / import cell failed: the notebook does not run
-        reason = f"the notebook fails in its first code cell: {error_of(first_code)}"
+        err = error_of(first_code)
+        reason = (f"the first code cell ran past {SETUP_TIMEOUT} s" if err.startswith("KeyboardInterrupt")
+                  else f"the notebook fails in its first code cell: {err}")
         return [rows(False, reason, e) for e in graded], reason + "\n"
     out_rows, feedback = [], []
     for e, cell in zip(graded, check_cells, strict=True):

@@ -10,7 +10,8 @@ Llama-style models:
 - Norm: LayerNorm (x - mean) / sqrt(var + eps) * g + b, or RMSNorm x / sqrt(mean(x^2) + eps) * g;
 - FFN: GELU MLP W_down GELU(W_up x), or SwiGLU W_down (SiLU(W_gate x) * W_up x);
 - Attn: causal multi-head attention through ``lmbook.attention`` with n_kv_heads = n_heads (MHA),
-  1 (MQA) or a divisor of n_heads (GQA); positions: none, learned absolute, or RoPE (``lmbook.positional``);
+  1 (MQA) or a divisor of n_heads (GQA); positions: none, learned absolute, or RoPE (``lmbook.positional``),
+  and chapter 8's fixed sinusoids (added to x_0) and ALiBi (a bias on the scores);
 - W_out tied to E or not; dropout on the embeddings and on each residual branch.
 
 Then: :func:`train` (AdamW, warm-up + cosine schedule, gradient clipping, validation loss) and
@@ -18,8 +19,8 @@ Then: :func:`train` (AdamW, warm-up + cosine schedule, gradient clipping, valida
 trained on them (:func:`load_tiny`, made by ``make model``); and SmolLM2-135M-Instruct read from its GGUF
 file into this same class (:func:`load_smollm2`). Chapter 6.
 
-Left out on purpose: the KV cache (chapter 7 plugs one in through ``forward(..., cache=)``), ALiBi and
-sinusoidal positions (chapter 8), mixture-of-experts, mixed precision and multi-device training.
+Left out on purpose: the KV cache (chapter 7 plugs one in through ``forward(..., cache=)``),
+mixture-of-experts, mixed precision and multi-device training.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import merge_heads, scaled_dot_product_attention, split_heads
-from .positional import apply_rope, rope_inv_freq
+from .positional import alibi_bias, apply_rope, rope_inv_freq, sinusoidal_encoding
 from .utils import progress
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 NORMS, NORM_POSITIONS, FFNS, POSITIONALS = ("layernorm", "rmsnorm"), ("pre", "post"), ("gelu", "swiglu"), (
-    "none", "learned", "rope")
+    "none", "learned", "rope", "sinusoidal", "alibi")
 
 
 @dataclass
@@ -61,7 +62,7 @@ class TransformerConfig:
     norm_position: str = "pre"      # "pre" (GPT-2, Llama) | "post" (the 2017 Transformer, BERT)
     norm_eps: float = 1e-5          # added to the variance / mean square before the square root
     ffn: str = "swiglu"             # "gelu" | "swiglu"
-    positional: str = "rope"        # "none" | "learned" | "rope"
+    positional: str = "rope"        # "none" | "learned" | "rope" | "sinusoidal" | "alibi" (chapter 8)
     rope_base: float = 10000.0      # RoPE's base b in theta_i = b^(-2i/d)
     tie_embeddings: bool = True     # W_out = E (the output layer reuses the embedding matrix)
     bias: bool = False              # biases in every linear layer and LayerNorm (GPT-2: True)
@@ -153,6 +154,7 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.layer_idx = config.n_heads, config.n_kv_heads, layer_idx
         self.rope = config.positional == "rope"
+        self.alibi = config.positional == "alibi"  # a linear distance penalty on the scores (chapter 8)
         d, dh = config.d_model, config.head_dim
         self.q_proj = nn.Linear(d, config.n_heads * dh, bias=config.bias)
         self.k_proj = nn.Linear(d, config.n_kv_heads * dh, bias=config.bias)  # smaller for GQA/MQA
@@ -167,7 +169,8 @@ class CausalSelfAttention(nn.Module):
             q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
         if cache is not None:  # append this step's keys/values, get all of them back
             k, v = cache.update(self.layer_idx, k, v)  # (B, H_kv, T_past + T, dh)
-        out = scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, dh); GQA expanded inside
+        bias = alibi_bias(self.n_heads, q.shape[-2], k.shape[-2], q.device).to(q.dtype) if self.alibi else None
+        out = scaled_dot_product_attention(q, k, v, mask=bias, is_causal=True)  # (B, H, T, dh); GQA expanded inside
         return self.o_proj(merge_heads(out))  # (B, T, d)
 
 
@@ -241,6 +244,8 @@ class Transformer(nn.Module):
         x = self.tok_emb(ids)  # (B, T, d)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)
+        if self.config.positional == "sinusoidal":  # the fixed table of chapter 8, for any position
+            x = x + sinusoidal_encoding(int(positions.max()) + 1, self.config.d_model).to(x)[positions]
         x = self.dropout(x)
         for block in self.blocks:
             x = block(x, positions, self.inv_freq, cache)

@@ -19,3 +19,4 @@ from .ch06 import *  # noqa: F401,F403
 from .ch07 import *  # noqa: F401,F403
 from .ch08 import *  # noqa: F401,F403
 from .ch09 import *  # noqa: F401,F403
+from .ch10 import *  # noqa: F401,F403

@@ -142,18 +142,24 @@ def _as_batch(model, prompt_ids) -> torch.Tensor:
 @torch.no_grad()
 def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
-             repetition_penalty: float = 1.0, eos_id: int | None = None, generator=None, cache=None):
+             repetition_penalty: float = 1.0, eos_id: int | None = None, generator=None, cache=None,
+             use_cache: bool = False):
     """Extend ``prompt_ids`` ((T,) or (B, T) ints) by up to ``max_new_tokens`` tokens; returns (B, T + new).
 
     Each step: logits of the last position -> repetition penalty -> (if sampling) temperature, top-k,
     top-p, min-p -> sample, or argmax when ``do_sample`` is False (greedy). A row that produced ``eos_id``
     is padded with ``eos_id`` afterwards; generation stops when every row has. ``model(ids)`` must return
-    logits (B, T, V). With ``cache`` (chapter 7), only the new token is fed after the first step.
+    logits (B, T, V). With ``cache`` (chapter 7), only the new token is fed after the first step;
+    ``use_cache=True`` makes one, a ``lmbook.kv_cache.KVCache`` sized for the prompt and the new tokens.
     """
     ids = _as_batch(model, prompt_ids)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     _check_settings(temperature, top_k, top_p, min_p, repetition_penalty)  # even those unused when greedy
+    if use_cache and cache is None:
+        from .kv_cache import KVCache  # chapter 7
+
+        cache = KVCache.for_model(model, max_len=ids.shape[1] + max_new_tokens, batch=ids.shape[0])
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
     fed = 0  # with a cache: how many tokens the model has already seen
     for _ in range(max_new_tokens):

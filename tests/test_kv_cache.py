@@ -28,7 +28,7 @@ def small_model(positional="rope", n_kv_heads=2, seed=0, dtype=torch.float64):
 # ----- correctness: cached == full recompute -----------------------------------------------------------------
 
 @pytest.mark.parametrize("positional,n_kv_heads", [("rope", 2), ("rope", 1), ("rope", 4), ("learned", 2),
-                                                   ("none", 4)])
+                                                   ("alibi", 2), ("sinusoidal", 1), ("none", 4)])
 def test_incremental_logits_equal_the_full_forward(positional, n_kv_heads):
     model = small_model(positional, n_kv_heads)
     ids = torch.randint(0, 40, (3, 17), generator=torch.Generator().manual_seed(1))
@@ -340,6 +340,8 @@ def test_other_bad_input():
         KV.RollingKVCache(1, 1, 4, window=3, n_sinks=-1)
     with pytest.raises(ValueError, match="ids"):
         KV.cached_nll(small_model(), torch.tensor([3]), KV.KVCache(2, 2, 8, 4))
+    with pytest.raises(ValueError, match="ALiBi"):
+        KV.RollingKVCache.for_model(small_model("alibi"), window=4)
 
 
 def test_fit_exponent_recovers_powers():

@@ -162,6 +162,9 @@ class RollingKVCache(KVCache):
     def for_model(cls, model, window: int, n_sinks: int = 0, batch: int = 1, **kwargs):
         """A rolling cache shaped for ``model`` (a Transformer)."""
         c, weight = model.config, next(model.parameters())
+        if getattr(c, "positional", None) == "alibi":  # ALiBi's bias assumes the keys are in time order
+            raise ValueError("RollingKVCache needs positions inside the keys (rope, learned, sinusoidal or none); "
+                             "ALiBi biases the scores by slot order, which a ring buffer does not keep")
         kwargs.setdefault("dtype", weight.dtype)
         kwargs.setdefault("device", weight.device)
         return cls(c.n_layers, c.n_kv_heads, c.head_dim, window, n_sinks, batch=batch, **kwargs)

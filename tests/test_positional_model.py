@@ -1,0 +1,114 @@
+"""The positional schemes inside lmbook.model (sinusoidal, ALiBi) and chapter 8's experiment helpers."""
+
+import math
+
+import pytest
+import torch
+from lmbook import model as M
+from lmbook import positional_experiments as PX
+from lmbook.positional import rope_inv_freq, sinusoidal_encoding, yarn_attention_factor
+
+
+class ListCache:
+    """A minimal cache for Transformer.forward's hook (chapter 7 builds the real one)."""
+
+    def __init__(self):
+        self.keys, self.values, self.seq_len = {}, {}, 0
+
+    def update(self, layer, k, v):
+        if layer in self.keys:
+            k, v = torch.cat([self.keys[layer], k], dim=-2), torch.cat([self.values[layer], v], dim=-2)
+        self.keys[layer], self.values[layer] = k, v
+        if layer == 0:
+            self.seq_len = k.shape[-2]
+        return k, v
+
+
+def tiny(positional, **kw):
+    torch.manual_seed(0)
+    config = M.TransformerConfig(vocab_size=40, d_model=32, n_layers=2, n_heads=4, positional=positional, **kw)
+    return M.Transformer(config).double().eval()
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "alibi"])
+def test_cache_hook_gives_the_full_forward_logits(positional):
+    model = tiny(positional, n_kv_heads=2)
+    ids = torch.randint(0, 40, (2, 12), generator=torch.Generator().manual_seed(1))
+    cache = ListCache()
+    with torch.no_grad():
+        full = model(ids)
+        pieces = [model(chunk, cache=cache) for chunk in (ids[:, :5], ids[:, 5:6], ids[:, 6:11], ids[:, 11:])]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-12, rtol=0)
+
+
+def test_sinusoidal_model_adds_the_table_to_the_embeddings():
+    model = tiny("sinusoidal")
+    ids = torch.randint(0, 40, (1, 7), generator=torch.Generator().manual_seed(2))
+    seen = {}
+
+    def record(module, args):
+        seen["x"] = args[0]  # the input of the first block: x_0
+
+    model.blocks[0].register_forward_pre_hook(record)
+    with torch.no_grad():
+        model(ids, positions=torch.arange(300, 307))  # any position: the table has no maximum
+    expected = model.tok_emb.weight[ids[0]] + sinusoidal_encoding(307, 32).double()[300:]
+    torch.testing.assert_close(seen["x"][0], expected)
+
+
+def test_alibi_attention_matches_bloom_bias():
+    """The ALiBi layer's output equals causal attention with bloom's (per-key) ALiBi tensor added to the scores."""
+    bloom = pytest.importorskip("transformers.models.bloom.modeling_bloom")
+    model = tiny("alibi")
+    attn, T, H, dh = model.blocks[0].attn, 6, 4, 8
+    x = torch.randn(1, T, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        got = attn(x, torch.arange(T))
+        q, k, v = (p(x).view(1, T, H, dh).transpose(1, 2) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+        bias = bloom.build_alibi_tensor(torch.ones(1, T), H, torch.float64).view(1, H, 1, T)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dh) + bias
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        expected = attn.o_proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(1, T, 32))
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+
+
+def test_alibi_and_rope_depend_only_on_relative_positions_but_sinusoids_do_not():
+    ids = torch.randint(0, 40, (1, 9), generator=torch.Generator().manual_seed(4))
+    for positional, shift_invariant in (("alibi", True), ("rope", True), ("sinusoidal", False)):
+        model = tiny(positional)
+        with torch.no_grad():
+            a, b = model(ids), model(ids, positions=torch.arange(50, 59))
+        assert torch.allclose(a, b, atol=1e-9) == shift_invariant, positional
+
+
+@pytest.mark.parametrize("method", ["PI", "NTK", "NTK-by-parts", "YaRN"])
+def test_rescale_rope_changes_frequencies_and_yarn_scales_the_logits(method):
+    model = tiny("rope")
+    stretched = PX.rescale_rope(model, method, 4.0, 64)
+    expected = rope_inv_freq(8, 10000.0, PX.scaling_for(method, 4.0, 64))
+    torch.testing.assert_close(stretched.inv_freq, expected, atol=0, rtol=0)
+    factor = yarn_attention_factor(4.0) if method == "YaRN" else 1.0
+    w, w0 = stretched.blocks[1].attn.q_proj.weight, model.blocks[1].attn.q_proj.weight
+    torch.testing.assert_close(w, w0 * factor)
+    assert model.inv_freq.equal(rope_inv_freq(8))  # the original is untouched
+    assert PX.rescale_rope(model, "PI", 1.0, 64).inv_freq.equal(model.inv_freq)  # s = 1 changes nothing
+
+
+def test_experiment_helpers_refuse_bad_input():
+    with pytest.raises(ValueError, match="method must be"):
+        PX.scaling_for("ABF", 2.0, 128)
+    with pytest.raises(ValueError, match="needs a RoPE model"):
+        PX.rescale_rope(tiny("alibi"), "PI", 2.0, 128)
+
+
+def test_position_losses_average_to_the_evaluation_loss():
+    model = tiny("alibi")
+    ids = torch.randint(0, 40, (4 * 16 + 1,), generator=torch.Generator().manual_seed(5))
+    per_position = PX.position_losses(model, ids, 16, batch_size=3)
+    assert per_position.shape == (16,)
+    assert per_position.mean().item() == pytest.approx(M.evaluate(model, ids, 16), rel=1e-6)
+
+
+def test_gap_positions():
+    pos = PX.gap_positions(1000, 4)
+    assert pos.tolist() == [0, 1, 2, 3, 997, 998, 999, 1000]

@@ -88,6 +88,12 @@ model: install
 lora: install
 	LMBOOK_THREADS=1 $(PY) -m lmbook.lora_experiment
 
+# Chapter 8's length-extrapolation experiments (tiny models with five position schemes, SmolLM2 distance probe):
+# writes lib/lmbook/data/positional_{tiny,smollm2}.json.gz; about an hour on a busy CPU.
+.PHONY: positional
+positional: install
+	LMBOOK_THREADS=1 $(PY) -m lmbook.positional_experiments
+
 # Every notebook in a fresh, Colab-like environment, installing lmbook through its own set-up cell.
 test-fresh: install
 	$(BIN)/pytest tests/fresh -q -n 2 --dist load -p no:randomly

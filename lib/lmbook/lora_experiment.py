@@ -356,39 +356,51 @@ def truncated_update_metrics(base_state, tuned_state, model, encoded, first_ids,
 
 def subspace_train(model, encoded, first_ids, d, recipe, seed=0) -> dict:
     """Intrinsic dimension (Li et al. 2018; Aghajanyan et al. 2021): train only z in R^d, with every block
-    parameter theta = theta_0 + P z for a fixed random P (D x d, columns of unit length on average)."""
+    parameter theta = theta_0 + P z for a fixed random P (D x d).
+
+    P is a sparse random projection (the hashing trick): parameter j follows coordinate h(j) of z with a
+    random sign, P[j, h(j)] = +-sqrt(d / D), so P's columns are orthonormal and P z costs O(D), where a dense
+    P would need D * d numbers. Adam's learning rate on z is lr_full * sqrt(D / d), so that each parameter
+    moves by about as much per step as in full fine-tuning (d = D is full fine-tuning of the blocks).
+    """
     names = [n for n, _ in model.named_parameters() if n.startswith("blocks.")]
     params = dict(model.named_parameters())
     theta0 = torch.cat([params[n].detach().flatten() for n in names])  # (D,)
-    P = torch.randn(theta0.numel(), d, generator=torch.Generator().manual_seed(seed)) / math.sqrt(theta0.numel())
+    D = theta0.numel()
+    g = torch.Generator().manual_seed(seed)
+    bucket = torch.randint(d, (D,), generator=g)  # h(j)
+    weight = (torch.randint(2, (D,), generator=g) * 2 - 1) * math.sqrt(d / D)  # P[j, h(j)]
     z = torch.zeros(d, requires_grad=True)
-    optimizer = torch.optim.Adam([z], lr=recipe["lr_subspace"])
-    generator = torch.Generator().manual_seed(seed)
-    shapes = [params[n].shape for n in names]
-    sizes = [params[n].numel() for n in names]
+    optimizer = torch.optim.Adam([z], lr=recipe["lr_full"] * math.sqrt(D / d))
+    shapes, sizes = [params[n].shape for n in names], [params[n].numel() for n in names]
 
     def unflatten(theta):
         return {n: t.view(shape) for n, t, shape in zip(names, theta.split(sizes), shapes, strict=True)}
 
-    order, model_fn = [], lambda ids, theta: torch.func.functional_call(model, unflatten(theta), (ids,))
+    order = []
     model.train()
     for _ in range(recipe["steps"]):
         if len(order) < recipe["batch_size"]:
-            order += torch.randperm(len(encoded["train"]), generator=generator).tolist()
+            order += torch.randperm(len(encoded["train"]), generator=g).tolist()
         batch, order = [encoded["train"][i] for i in order[:recipe["batch_size"]]], order[recipe["batch_size"]:]
-        theta = theta0 + P @ z
-        logits, targets, _ = answer_scores(lambda ids: model_fn(ids, theta), batch)  # noqa: B023
+        theta = unflatten(theta0 + weight * z[bucket])  # theta_0 + P z
+
+        def forward(ids, theta=theta):
+            return torch.func.functional_call(model, theta, (ids,))
+
+        logits, targets, _ = answer_scores(forward, batch)
         loss = F.cross_entropy(logits, targets)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     with torch.no_grad():
         original = {n: params[n].detach().clone() for n in names}
-        for n, t in unflatten(theta0 + P @ z).items():
+        for n, t in unflatten(theta0 + weight * z[bucket]).items():
             params[n].copy_(t)
         row = {"d": d, **_metrics(model, encoded, first_ids)}
         for n in names:
             params[n].copy_(original[n])
+    model.eval()
     return row
 
 
@@ -402,7 +414,7 @@ def tiny_sweeps(log=print) -> dict:
     encode = WordEncoder(vocab)
     encoded = {k: [encode(e, label) for e, label in v] for k, v in task_splits().items()}
     first_ids = [encode.index[label.lower()] for label in LABELS]
-    recipe = {**TINY_RECIPE, "lr_subspace": 0.05}
+    recipe = dict(TINY_RECIPE)
     base_state = {k: v.clone() for k, v in model.state_dict().items()}
     out = {"recipe": recipe, "parameters": lora.count_parameters(model),
            "base": _metrics(model, encoded, first_ids), "ranks": []}
@@ -425,7 +437,7 @@ def tiny_sweeps(log=print) -> dict:
     log(f"truncated: {[(row['r'], row['test']['accuracy']) for row in out['truncated']]}")
     model.load_state_dict(base_state)
     out["subspace"] = []
-    for d in (1, 4, 16, 64, 256, 1024):
+    for d in (16, 64, 256, 1024, 4096, 16384, 65536):
         out["subspace"].append(subspace_train(model, encoded, first_ids, d, recipe))
         log(f"subspace d={d}: {out['subspace'][-1]['test']}")
     out["subspace_D"] = sum(p.numel() for n, p in model.named_parameters() if n.startswith("blocks."))
@@ -446,18 +458,20 @@ def gguf_table() -> dict:
     return {"tensor_types": table}
 
 
-def main(parts=("gguf", "smollm2", "tiny")) -> dict:
-    """Run the named parts and merge them into SWEEPS_PATH (the other parts' results are kept)."""
+def main(parts=("gguf", "smollm2", "tiny"), path=SWEEPS_PATH) -> dict:
+    """Run the named parts and merge each into the JSON file at ``path`` (other parts' results are kept)."""
     import json
 
     from .utils import seed_everything
 
-    blob = json.loads(SWEEPS_PATH.read_text()) if SWEEPS_PATH.exists() else {}
+    path = Path(path)
     for part in parts:
         seed_everything(0)
-        blob[part] = {"gguf": gguf_table, "smollm2": smollm2_sweeps, "tiny": tiny_sweeps}[part]()
-        blob[part]["threads"] = torch.get_num_threads()
-        SWEEPS_PATH.write_text(json.dumps(blob, indent=1) + "\n")
+        result = {"gguf": gguf_table, "smollm2": smollm2_sweeps, "tiny": tiny_sweeps}[part]()
+        result["threads"] = torch.get_num_threads()
+        blob = json.loads(path.read_text()) if path.exists() else {}  # read late: another part may have written
+        blob[part] = result
+        path.write_text(json.dumps(blob, indent=1) + "\n")
     return blob
 
 
@@ -466,4 +480,4 @@ if __name__ == "__main__":  # make lora
     import sys
 
     torch.set_num_threads(int(os.environ.get("LMBOOK_THREADS", "1")))
-    main(sys.argv[1:] or ("gguf", "smollm2", "tiny"))
+    main(sys.argv[1:] or ("gguf", "smollm2", "tiny"), os.environ.get("LMBOOK_SWEEPS_PATH", SWEEPS_PATH))

@@ -324,6 +324,11 @@ def test_bad_targets_name_the_unmatched_names():
         lora.add_lora(ours, "q_proj", r=2, alpha=4)
     with pytest.raises(ValueError, match="non-empty list"):
         lora.add_lora(ours, [], r=2, alpha=4)
+    with pytest.raises(ValueError, match=r"blocks.0.attn.k_proj: r must be <= min\(in_features, out_features\) = 16"):
+        lora.add_lora(ours, ["q_proj", "k_proj"], r=20, alpha=4)  # k_proj is 32 -> 16 (two KV heads of 8)
+    with pytest.raises(ValueError, match="alpha must be > 0"):
+        lora.add_lora(ours, ["q_proj"], r=2, alpha=0)
+    assert not lora.lora_layers(ours) and all(p.requires_grad for p in ours.parameters())  # left as it was
     with pytest.raises(TypeError, match="nn.Linear"):
         lora.LoRALinear(nn.Conv1d(3, 3, 1), r=1, alpha=1)
     lora.add_lora(ours, r".*\.attn\.(q|v)_proj", r=2, alpha=4)  # a regex matching whole names works

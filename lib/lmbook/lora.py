@@ -43,6 +43,20 @@ def _check_number(name, value, kind=(int,), minimum=None, strict=True):
         raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {value!r}")
 
 
+def _check_layer_args(base, r, alpha, dropout):
+    if not isinstance(base, nn.Linear):
+        raise TypeError(f"base must be an nn.Linear, got {type(base).__name__}")
+    _check_number("r", r, (int,), 0)
+    if r > min(base.in_features, base.out_features):
+        raise ValueError(f"r must be <= min(in_features, out_features) = "
+                         f"{min(base.in_features, base.out_features)} for a {base.in_features} -> "
+                         f"{base.out_features} layer, got r={r}")
+    _check_number("alpha", alpha, (int, float), 0)
+    _check_number("dropout", dropout, (int, float), 0, strict=False)
+    if dropout >= 1:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+
+
 class LoRALinear(nn.Module):
     """A frozen ``nn.Linear`` plus a trainable low-rank update: y = base(x) + s * dropout(x) A^T B^T.
 
@@ -54,17 +68,7 @@ class LoRALinear(nn.Module):
 
     def __init__(self, base: nn.Linear, r: int, alpha: float, dropout: float = 0.0, rslora: bool = False):
         super().__init__()
-        if not isinstance(base, nn.Linear):
-            raise TypeError(f"base must be an nn.Linear, got {type(base).__name__}")
-        _check_number("r", r, (int,), 0)
-        if r > min(base.in_features, base.out_features):
-            raise ValueError(f"r must be <= min(in_features, out_features) = "
-                             f"{min(base.in_features, base.out_features)} for a {base.in_features} -> "
-                             f"{base.out_features} layer, got r={r}")
-        _check_number("alpha", alpha, (int, float), 0)
-        _check_number("dropout", dropout, (int, float), 0, strict=False)
-        if dropout >= 1:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        _check_layer_args(base, r, alpha, dropout)
         self.base = base.requires_grad_(False)
         self.r, self.alpha, self.rslora = r, alpha, rslora
         self.scaling = alpha / math.sqrt(r) if rslora else alpha / r
@@ -154,6 +158,11 @@ def add_lora(model: nn.Module, target_modules, r: int, alpha: float, dropout: fl
     inside = [n for n in chosen if n.endswith(".base") and isinstance(model.get_submodule(n[:-5]), LoRALinear)]
     if inside:
         raise ValueError(f"{inside[0][:-5]} already has a LoRA adapter; call merge_lora first")
+    for name in chosen:  # every check before anything changes, so a failed call leaves the model as it was
+        try:
+            _check_layer_args(model.get_submodule(name), r, alpha, dropout)
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from None
     model.requires_grad_(False)
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     for name in chosen:

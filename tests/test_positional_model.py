@@ -41,7 +41,7 @@ def test_cache_hook_gives_the_full_forward_logits(positional):
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-12, rtol=0)
 
 
-def test_sinusoidal_model_adds_the_table_to_the_embeddings():
+def test_sinusoidal_model_adds_the_table_to_the_scaled_embeddings():
     model = tiny("sinusoidal")
     ids = torch.randint(0, 40, (1, 7), generator=torch.Generator().manual_seed(2))
     seen = {}
@@ -52,7 +52,7 @@ def test_sinusoidal_model_adds_the_table_to_the_embeddings():
     model.blocks[0].register_forward_pre_hook(record)
     with torch.no_grad():
         model(ids, positions=torch.arange(300, 307))  # any position: the table has no maximum
-    expected = model.tok_emb.weight[ids[0]] + sinusoidal_encoding(307, 32).double()[300:]
+    expected = model.tok_emb.weight[ids[0]] * math.sqrt(32) + sinusoidal_encoding(307, 32).double()[300:]
     torch.testing.assert_close(seen["x"][0], expected)
 
 

@@ -244,8 +244,9 @@ class Transformer(nn.Module):
         x = self.tok_emb(ids)  # (B, T, d)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)
-        if self.config.positional == "sinusoidal":  # the fixed table of chapter 8, for any position
-            x = x + sinusoidal_encoding(int(positions.max()) + 1, self.config.d_model).to(x)[positions]
+        if self.config.positional == "sinusoidal":  # chapter 8: sqrt(d) E[ids] + the fixed table (Vaswani et al.)
+            table = sinusoidal_encoding(int(positions.max()) + 1, self.config.d_model).to(x)  # (max position + 1, d)
+            x = x * math.sqrt(self.config.d_model) + table[positions]
         x = self.dropout(x)
         for block in self.blocks:
             x = block(x, positions, self.inv_freq, cache)

@@ -41,8 +41,9 @@ from .utils import progress
 
 __all__ = [
     "TransformerConfig", "Transformer", "LayerNorm", "RMSNorm", "FeedForward", "CausalSelfAttention", "Block",
-    "TrainConfig", "train", "evaluate", "word_corpus", "load_tiny", "TINY_PATH", "load_smollm2",
-    "gguf_to_state_dict", "cache_dir",
+    "TrainConfig", "learning_rate", "train", "evaluate", "word_corpus", "tiny_config", "TINY_TRAIN", "TINY_PATH",
+    "load_tiny", "load_smollm2", "gguf_to_state_dict", "interleaved_to_half_rows", "cache_dir", "smollm2_chat",
+    "make_tiny", "make_decoding_sweep",
 ]
 
 NORMS, NORM_POSITIONS, FFNS, POSITIONALS = ("layernorm", "rmsnorm"), ("pre", "post"), ("gelu", "swiglu"), (

@@ -349,3 +349,52 @@ def test_fit_exponent_recovers_powers():
     assert KV.fit_exponent(x, [3 * v**2 for v in x]) == pytest.approx(2.0)
     assert KV.fit_exponent(x, [5.0] * 4) == pytest.approx(0.0, abs=1e-12)
     assert math.isclose(KV.fit_exponent(x, [v**0.5 for v in x]), 0.5, rel_tol=1e-9)
+
+
+# ----- the book's models and the stored measurements --------------------------------------------------------
+
+def test_tiny_model_cached_logits_equal_the_full_forward():
+    tiny, _ = M.load_tiny()
+    ids = torch.randint(0, tiny.config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(10))
+    tiny = tiny.double()  # float64: the two computations agree to rounding
+    cache = KV.KVCache.for_model(tiny, max_len=40, batch=2)
+    with torch.no_grad():
+        full = tiny(ids)
+        steps = [tiny(ids[:, :25], cache=cache)] + [tiny(ids[:, t:t + 1], cache=cache) for t in range(25, 40)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-10, rtol=0)
+
+
+def test_slow_smollm2_cached_logits_equal_the_full_forward():
+    pytest.importorskip("gguf")
+    smol = M.load_smollm2()
+    ids = torch.randint(100, 49152, (1, 30), generator=torch.Generator().manual_seed(11))
+    cache = KV.KVCache.for_model(smol, max_len=30)
+    with torch.no_grad():
+        full = smol(ids)
+        steps = [smol(ids[:, :24], cache=cache)] + [smol(ids[:, t:t + 1], cache=cache) for t in range(24, 30)]
+    # float32, 30 layers, sums in different orders: ~1e-5 on logits of size ~30
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-3, rtol=0)
+    assert cache.get(0)[0].shape == (1, 3, 30, 64)  # 3 K/V heads for 9 query heads
+
+
+def test_sweep_step_times_and_the_stored_file():
+    from lmbook import kv_cache_sweep as S
+
+    model = small_model(dtype=torch.float32)
+    prompt = torch.randint(0, 40, (1, 5))
+    for use_cache in (True, False):
+        times = S.step_times(model, prompt, 7, use_cache=use_cache)
+        assert len(times) == 7 and all(t > 0 for t in times)
+    blob = S.load_sweep()
+    timing, stream = blob["timing"], blob["streaming"]
+    assert len(timing["cached_positions"]) == len(timing["cached_seconds"]) == S.CACHED_STEPS
+    assert len(timing["uncached_positions"]) == len(timing["uncached_seconds"]) == S.UNCACHED_STEPS + len(
+        S.UNCACHED_LENGTHS)
+    assert min(timing["cached_seconds"]) > 0 and min(timing["uncached_seconds"]) > 0
+    assert (stream["tokens"], stream["cache_slots"], stream["n_sinks"]) == (S.STREAM_TOKENS, S.CACHE_SLOTS, S.N_SINKS)
+    nll = {name: torch.tensor(values) for name, values in stream["nll"].items()}
+    assert all(len(v) == S.STREAM_TOKENS - 1 for v in nll.values())
+    rolling = [name for name in nll if "window" in name]
+    for name in rolling:  # before the rolling caches fill, every cache sees the same tokens
+        torch.testing.assert_close(nll[name][:S.CACHE_SLOTS - 1], nll["full cache"][:S.CACHE_SLOTS - 1],
+                                   atol=2e-3, rtol=0)

@@ -16,7 +16,8 @@ and each step feeds only the newest token. Three caches plug into ``lmbook.model
 - :class:`Int8KVCache`: the same as KVCache with each cached vector stored as int8 plus one scale.
 
 And the arithmetic of the chapter: :func:`kv_cache_bytes` (memory), :func:`forward_flops` (compute of a
-forward pass with or without cached tokens), and :func:`cached_nll` (per-token loss read through a cache).
+forward pass with or without cached tokens), :func:`cached_nll` (per-token loss read through a cache) and
+:func:`fit_exponent` (the growth exponent of measured times).
 Chapter 7.
 
 Left out on purpose: paged caches and prefix sharing (vLLM), re-positioning tokens inside a rolling

@@ -206,7 +206,8 @@ def _masked_reference(model, ids, window, n_sinks, monkeypatch):
     """The full forward pass with a mask: position i sees j <= i if i - j < window or j < n_sinks."""
     from lmbook import attention as A
 
-    def masked(q, k, v, is_causal=True):
+    def masked(q, k, v, mask=None, is_causal=True):
+        assert mask is None  # no ALiBi bias in this model
         T = q.shape[-2]
         i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
         return A.scaled_dot_product_attention(q, k, v, mask=(j <= i) & ((i - j < window) | (j < n_sinks)))
@@ -280,10 +281,10 @@ def test_int8_cache_equals_attention_on_rounded_keys_and_values(monkeypatch):
         model(ids[:, :12], cache=cache)
         steps = torch.cat([model(ids[:, t:t + 1], cache=cache) for t in range(12, 24)], dim=1)
 
-    def rounded(q, k, v, is_causal=True):  # the oracle: the full pass on int8-rounded keys and values
+    def rounded(q, k, v, mask=None, is_causal=True):  # the oracle: the full pass on int8-rounded keys and values
         (qk, sk), (qv, sv) = KV.quantize_int8(k), KV.quantize_int8(v)
         k, v = qk.to(k.dtype) * sk.to(k.dtype), qv.to(v.dtype) * sv.to(v.dtype)
-        return original(q, k, v, is_causal=is_causal)
+        return original(q, k, v, mask=mask, is_causal=is_causal)
 
     original = M.scaled_dot_product_attention
     monkeypatch.setattr(M, "scaled_dot_product_attention", rounded)

@@ -88,6 +88,13 @@ model: install
 lora: install
 	LMBOOK_THREADS=1 $(PY) -m lmbook.lora_experiment
 
+# Chapter 10's DPO runs (SmolLM2's candidate replies, reward-model features, DPO with LoRA for five betas):
+# writes lib/lmbook/data/dpo_runs.json.gz and dpo_features.npz; finished stages are kept (delete the files to
+# start over); one to two hours on a busy CPU.
+.PHONY: dpo
+dpo: install
+	LMBOOK_THREADS=1 $(PY) -m lmbook.preference_experiment
+
 # Chapter 8's length-extrapolation experiments (tiny models with five position schemes, SmolLM2 distance probe):
 # writes lib/lmbook/data/positional_{tiny,smollm2}.json.gz; about an hour on a busy CPU.
 .PHONY: positional

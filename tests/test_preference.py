@@ -405,3 +405,81 @@ def test_train_dpo_with_lora_learns_the_pairs():
         assert torch.equal(P.pair_logprobs(model, batch)[0], ref_c)
     with pytest.raises(ValueError, match="batch sizes must match"):
         P.train_dpo(model, batch, ref_c[:2], ref_r, steps=1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The chapter's experiment: the rule, the chat format, features and KL along completions
+# ---------------------------------------------------------------------------------------------------------
+
+def test_rule_and_topic_words():
+    from lmbook import preference_experiment as E
+
+    assert E.topic_words("the `assert` statement") == ["assert"]
+    assert E.topic_words("customizing attribute access") == ["customizing", "attribute", "access"]
+    assert E.topic_words("objects, values and types") == ["values", "types"]
+    words = ["lambdas"]
+    assert E.satisfies_rule(" Lambdas are small anonymous functions (e.g. `lambda x: x`).", True, words)
+    assert not E.satisfies_rule("Lambdas are small anonymous functions", False, words)  # cut off
+    assert not E.satisfies_rule("Lambdas are small. They are anonymous.", True, words)  # two sentences
+    assert not E.satisfies_rule("Lambdas are small\nanonymous functions.", True, words)  # a line break
+    assert not E.satisfies_rule("They are small anonymous functions.", True, words)  # topic not named
+    assert not E.satisfies_rule("", True, words)
+    assert E.topics()["assert"] == "the `assert` statement"
+
+
+def test_chat_text_is_chatml():
+    from lmbook import preference_experiment as E
+
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
+    assert E.chat_text(messages) == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi?<|im_end|>\n"
+                                     "<|im_start|>assistant\n")
+    assert E.chat_text(messages, add_generation_prompt=False).endswith("Hi?<|im_end|>\n")
+    with pytest.raises(ValueError, match="role"):
+        E.chat_text([{"system": "Be brief."}])  # the seed's malformed system turn
+
+
+def test_completion_kl_and_features_against_brute_force():
+    from lmbook import lora
+    from lmbook import preference_experiment as E
+
+    model = _tiny_lm()
+    model.tok_emb.weight.data.mul_(25)
+    lora.add_lora(model, ["q_proj", "v_proj"], r=2, alpha=4, seed=0)
+    _, batch = _ragged_batch()
+    ids, mask = batch["input_ids"], batch["completion_mask"]
+    kl, logp, ref_logp = E.completion_kl(model, ids, mask)
+    assert torch.equal(kl, torch.zeros_like(kl)) and torch.allclose(logp, ref_logp)  # B = 0
+    for _, layer in lora.lora_layers(model):
+        torch.nn.init.normal_(layer.lora_B, std=0.5)
+    kl, logp, ref_logp = E.completion_kl(model, ids, mask)
+    with torch.no_grad():
+        pol = torch.log_softmax(model(ids), -1)
+        with lora.disabled(model):
+            ref = torch.log_softmax(model(ids), -1)
+    for row in range(ids.shape[0]):
+        positions = mask[row].nonzero().flatten().tolist()  # tokens t of the completion, scored at t - 1
+        expected = sum(torch.sum(pol[row, t - 1].exp() * (pol[row, t - 1] - ref[row, t - 1])).item() for t in positions)
+        assert kl[row].item() == pytest.approx(expected, rel=1e-9)
+        assert kl[row].item() > 0
+    assert torch.allclose(logp, P.sequence_logprobs(model, ids, mask), atol=1e-10)
+    with lora.disabled(model):
+        assert torch.allclose(ref_logp, P.sequence_logprobs(model, ids, mask), atol=1e-10)
+        feats = E.completion_features(model, batch)
+        hidden = model.tok_emb(ids)
+        for block in model.blocks:
+            hidden = block(hidden, torch.arange(ids.shape[1]), model.inv_freq)
+        hidden = model.final_norm(hidden)
+    last = [max(mask[row].nonzero().flatten().tolist()) for row in range(ids.shape[0])]
+    assert torch.allclose(feats, hidden[torch.arange(ids.shape[0]), last].detach(), atol=1e-10)
+
+
+def test_sample_replies_cut_at_the_end_token():
+    from lmbook import preference_experiment as E
+
+    model = _tiny_lm()
+    prompts = [[3, 4, 5], [6, 7, 8], [9, 10]]
+    replies = E.sample_replies(model, prompts, n=3, eos_id=2, seed=0, batch_size=4, max_new_tokens=6)
+    assert len(replies) == 3 and all(len(r) == 3 for r in replies)
+    for reply in (r for rs in replies for r in rs):
+        assert 1 <= len(reply) <= 6 and (2 not in reply[:-1])
+    assert replies == E.sample_replies(model, prompts, n=3, eos_id=2, seed=0, batch_size=4, max_new_tokens=6)

@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["bradley_terry_loss", "kl_optimal_policy", "kl_divergence", "regularised_objective",
-           "sequence_logprobs", "dpo_loss", "LOSS_TYPES", "completion_batch", "rule_pairs", "train_dpo"]
+           "sequence_logprobs", "dpo_loss", "LOSS_TYPES", "completion_batch", "rule_pairs", "pair_logprobs",
+           "train_dpo"]
 
 LOSS_TYPES = ("sigmoid", "ipo", "cdpo")
 

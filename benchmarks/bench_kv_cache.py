@@ -117,7 +117,8 @@ def tiny_rows() -> list[list]:
     rows = []
     with torch.no_grad():
         for position in TINY_POSITIONS:
-            ids = torch.randint(0, tiny.config.vocab_size, (1, position + 1), generator=torch.Generator().manual_seed(0))
+            generator = torch.Generator().manual_seed(0)
+            ids = torch.randint(0, tiny.config.vocab_size, (1, position + 1), generator=generator)
             cached, uncached = [], []
             for _ in range(21):
                 cache = KVCache.for_model(tiny, position + 1)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 from lmbook import decoding as D
-from test_model import gpt2_pair, llama_pair
+from test_model import ListCache, gpt2_pair, llama_pair
 
 generation = pytest.importorskip("transformers.generation")
 
@@ -251,3 +251,13 @@ def test_compare_strategies_rows(llama):
     assert greedy["mean_logprob"] == pytest.approx(D.sequence_logprob(ours, full, 3).item() / 6)
     assert beam["mean_logprob"] >= greedy["mean_logprob"] - 1e-9  # beam search finds at least as likely a text
     assert hot["mean_logprob"] < greedy["mean_logprob"]  # hot samples are less likely under the model
+
+
+def test_generate_with_a_cache_gives_the_same_tokens(llama):
+    """With a cache, generate feeds only the new token after the first step; the text must not change."""
+    _, ours = llama
+    prompt = torch.tensor([[5, 17, 3, 42], [9, 9, 1, 33]])
+    assert torch.equal(D.generate(ours, prompt, 8, cache=ListCache()), D.generate(ours, prompt, 8))
+    g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    sampled = D.generate(ours, prompt, 8, do_sample=True, top_p=0.9, generator=g1, cache=ListCache())
+    assert torch.equal(sampled, D.generate(ours, prompt, 8, do_sample=True, top_p=0.9, generator=g2))

@@ -386,6 +386,8 @@ def test_sweep_step_times_and_the_stored_file():
     for use_cache in (True, False):
         times = S.step_times(model, prompt, 7, use_cache=use_cache)
         assert len(times) == 7 and all(t > 0 for t in times)
+    if not S.SWEEP_PATH.exists():  # the stored measurements ship with chapter 7's notebook
+        pytest.skip("no stored sweep yet: `make kv-cache-data` writes lib/lmbook/data/smollm2_kv_cache.json.gz")
     blob = S.load_sweep()
     timing, stream = blob["timing"], blob["streaming"]
     assert len(timing["cached_positions"]) == len(timing["cached_seconds"]) == S.CACHED_STEPS

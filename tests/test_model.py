@@ -323,3 +323,11 @@ def test_strided_evaluate_scores_each_token_once_with_the_longest_context():
     got = M.evaluate(model, ids, seq_len=seq_len, stride=stride, batch_size=3)
     assert got == pytest.approx(nll / 29, rel=1e-6)
     assert M.evaluate(model, ids, seq_len=8, stride=8) == pytest.approx(M.evaluate(model, ids, seq_len=8), rel=1e-12)
+
+
+def test_last_only_returns_the_last_position_logits():
+    torch.manual_seed(0)
+    model = M.Transformer(M.TransformerConfig(vocab_size=30, d_model=16, n_layers=2, n_heads=2)).eval()
+    ids = torch.randint(0, 30, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, last_only=True), model(ids)[:, -1:], atol=1e-6, rtol=0)

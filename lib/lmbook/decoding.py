@@ -148,8 +148,9 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
 
     Each step: logits of the last position -> repetition penalty -> (if sampling) temperature, top-k,
     top-p, min-p -> sample, or argmax when ``do_sample`` is False (greedy). A row that produced ``eos_id``
-    is padded with ``eos_id`` afterwards; generation stops when every row has. ``model(ids)`` must return
-    logits (B, T, V). With ``cache`` (chapter 7), only the new token is fed after the first step;
+    is padded with ``eos_id`` afterwards; generation stops when every row has. ``model(ids, cache=None,
+    last_only=True)`` must return the last position's logits (B, 1, V), as ``lmbook.model.Transformer`` does.
+    With ``cache`` (chapter 7), only the new token is fed after the first step;
     ``use_cache=True`` makes one, a ``lmbook.kv_cache.KVCache`` sized for the prompt and the new tokens.
     """
     ids = _as_batch(model, prompt_ids)
@@ -163,9 +164,9 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
     fed = 0  # with a cache: how many tokens the model has already seen
     for _ in range(max_new_tokens):
-        logits = model(ids[:, fed:], cache=cache) if cache is not None else model(ids)
-        fed = ids.shape[1] if cache is not None else 0
-        z = logits[:, -1, :].float()  # (B, V): the next-token logits
+        logits = model(ids[:, fed:], cache=cache, last_only=True)  # (B, 1, V): the next token's logits
+        fed = ids.shape[1] if cache is not None else 0  # with a cache, feed only the new tokens next time
+        z = logits[:, -1, :].float()  # (B, V)
         if repetition_penalty != 1.0:
             z = apply_repetition_penalty(z, ids, repetition_penalty)
         if do_sample:
@@ -207,7 +208,7 @@ def beam_search(model, prompt_ids, max_new_tokens: int, num_beams: int = 4, leng
     beams, scores = ids, torch.zeros(1, device=ids.device)  # (n_running, T), (n_running,) total log-probs
     finished: list[tuple[float, torch.Tensor]] = []  # (normalised score, sequence)
     for step in range(1, max_new_tokens + 1):
-        logprobs = model(beams)[:, -1, :].float().log_softmax(dim=-1)  # (n_running, V)
+        logprobs = model(beams, last_only=True)[:, -1, :].float().log_softmax(dim=-1)  # (n_running, V)
         totals = (scores[:, None] + logprobs).flatten()  # (n_running * V,)
         top_scores, top_index = totals.topk(min(2 * num_beams, totals.numel()))  # spares in case some end
         V = logprobs.shape[-1]

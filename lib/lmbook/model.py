@@ -221,13 +221,15 @@ class Transformer(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor | None = None, cache=None) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor | None = None, cache=None,
+                last_only: bool = False) -> torch.Tensor:
         """ids (B, T) -> logits (B, T, V); logits[:, t] scores the token after ids[:, t].
 
         positions (T,) or (B, T): the position of each token; by default 0..T-1, or, with a cache,
         cache.seq_len .. cache.seq_len + T - 1. ``cache`` (chapter 7) is any object with an int
         ``seq_len`` (tokens already stored) and ``update(layer_idx, k, v)`` that stores the new keys and
         values (B, H_kv, T, head_dim) of one layer and returns all of them, old and new.
+        last_only=True returns only the last position's logits (B, 1, V), all that generation needs.
         """
         V = self.config.vocab_size
         if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.dim() != 2:
@@ -251,6 +253,8 @@ class Transformer(nn.Module):
         x = self.dropout(x)
         for block in self.blocks:
             x = block(x, positions, self.inv_freq, cache)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, d): skip the output layer for positions whose prediction is not needed
         return self.lm_head(self.final_norm(x))  # (B, T, V)
 
     def num_parameters(self, exclude_embeddings: bool = False) -> int:

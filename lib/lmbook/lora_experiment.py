@@ -12,9 +12,11 @@ scores highest among the seven labels' first tokens; ``top1`` also asks that it 
 the vocabulary (the model answers in the format); ``answer_ppl`` is exp(mean NLL of the answer tokens).
 
 ``python -m lmbook.lora_experiment`` (``make lora``) runs the sweeps of the chapter on the CPU and writes
-``data/lora_sweeps.json``: SmolLM2 with LoRA at ranks 1..16 and on several target sets, and the tiny model
-of chapter 6 fully fine-tuned and LoRA-adapted on the same task, the singular values of its full
-fine-tuning update, and an intrinsic-dimension curve (training in a random d-dimensional subspace).
+``data/lora_sweeps.json``: the memory and time of one training step (full vs LoRA), SmolLM2 with LoRA at
+ranks 1..16 and on several target sets and fully fine-tuned, the tiny model of chapter 6 fully fine-tuned
+and LoRA-adapted on the same task, the singular values of its full fine-tuning update, what their rank-r
+truncations keep, an intrinsic-dimension curve (training in a random d-dimensional subspace), and the
+storage types of the GGUF file.
 Left out: generation-based evaluation and hyperparameter searches (one learning rate per method).
 """
 
@@ -196,10 +198,27 @@ def _batch(encoded, pad_id=0):
 
 
 def answer_scores(model, encoded, device="cpu"):
-    """Logits at every answer position (N_answer_tokens, V), the targets, and where each answer starts."""
+    """Logits at every answer position (N_answer_tokens, V), the targets, and where each answer starts.
+
+    For a ``Transformer`` the output layer (d x V per position, a fifth of SmolLM2's work per token) is
+    applied only where an answer token is predicted: the model runs with ``lm_head`` replaced by the
+    identity, which returns the final norm's output, and the real ``lm_head`` reads the answer positions."""
+    from torch import nn
+
+    from .model import Transformer
+
     ids, rows, cols, targets, first = _batch(encoded)
-    logits = model(ids.to(device))  # (B, T, V)
-    return logits[rows.to(device), cols.to(device)].float(), targets.to(device), first.to(device)
+    ids, rows, cols = ids.to(device), rows.to(device), cols.to(device)
+    if isinstance(model, Transformer):
+        head, model.lm_head = model.lm_head, nn.Identity()
+        try:
+            hidden = model(ids)  # (B, T, d)
+        finally:
+            model.lm_head = head
+        logits = head(hidden[rows, cols])  # (N_answer_tokens, V)
+    else:  # any function of ids, e.g. a functional_call
+        logits = model(ids)[rows, cols]  # (N_answer_tokens, V)
+    return logits.float(), targets.to(device), first.to(device)
 
 
 @torch.no_grad()
@@ -232,9 +251,10 @@ def evaluate_task(model, encoded, label_first_ids, batch_size: int = 16, device=
 
 
 def train_task(model, encoded, steps: int, batch_size: int = 8, lr: float = 1e-3, seed: int = 0,
-               weight_decay: float = 0.0, device="cpu", log_every: int = 0) -> list[float]:
+               weight_decay: float = 0.0, device="cpu", log_every: int = 0, on_step=None) -> list[float]:
     """AdamW on the parameters with requires_grad, cross-entropy of the answer tokens only; batches from
-    a seeded shuffle, epoch after epoch. Returns the training loss of every step."""
+    a seeded shuffle, epoch after epoch. ``on_step(step, loss)``, if given, runs after each update (e.g. to
+    save a snapshot). Returns the training loss of every step."""
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters")
@@ -253,6 +273,8 @@ def train_task(model, encoded, steps: int, batch_size: int = 8, lr: float = 1e-3
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         losses.append(loss.item())
+        if on_step is not None:
+            on_step(step, losses[-1])
         if log_every and (step + 1) % log_every == 0:
             print(f"step {step + 1}: loss {sum(losses[-log_every:]) / log_every:.3f}", flush=True)
     model.eval()
@@ -292,7 +314,7 @@ def _adapter_run(model, encoded, first_ids, targets, r, recipe, seed=0, device="
 
 def smollm2_sweeps(log=print) -> dict:
     """SmolLM2 before, with LoRA at each rank (q,v) and on each target set (r = 8), three seeds of
-    r = 8 on q,v, full fine-tuning, and one measured training step of full vs LoRA."""
+    r = 8 on q,v, and full fine-tuning."""
     from .model import load_smollm2
     from .tokenization import BPETokenizer
 
@@ -314,15 +336,7 @@ def smollm2_sweeps(log=print) -> dict:
                _adapter_run(model, encoded, first_ids, targets, 8, SMOL_RECIPE))
         out["targets"].append({**row, "name": name})
         log(f"{name}: {row['test']} {row['test_unseen']}")
-    ids = torch.randint(len(tokenizer), (4, 65), generator=torch.Generator().manual_seed(0))  # (B, T + 1)
-    out["step_memory"] = {"batch": list(ids[:, :-1].shape)}
-    for name, targets in (("LoRA r=8 q,v", TARGET_SETS["q,v"]), ("LoRA r=8 all linear", TARGET_SETS["all linear"])):
-        lora.add_lora(model, targets, r=8, alpha=16, seed=0)
-        out["step_memory"][name] = lora.measure_training_step(model, ids)
-        lora.remove_lora(model)
     model.requires_grad_(True)
-    out["step_memory"]["full"] = lora.measure_training_step(model, ids)
-    log(f"step memory: {out['step_memory']}")
     start = time.perf_counter()
     losses = train_task(model, encoded["train"], SMOL_RECIPE["steps"], SMOL_RECIPE["batch_size"],
                         SMOL_RECIPE["lr_full"])
@@ -444,6 +458,36 @@ def tiny_sweeps(log=print) -> dict:
     return out
 
 
+def step_measurements(rounds: int = 4, batch: int = 4, seq_len: int = 64, log=print) -> dict:
+    """One SmolLM2 training step (AdamW, lr = 0) of full fine-tuning and of two LoRA configurations, measured
+    by ``lora.measure_training_step``: the tensors it creates and its time. The configurations alternate
+    within each round, so that load from other programs hits them alike; round 1 is a warm-up, and the
+    seconds reported are the median of the other rounds."""
+    from .model import load_smollm2
+
+    model = load_smollm2()
+    ids = torch.randint(model.config.vocab_size, (batch, seq_len + 1), generator=torch.Generator().manual_seed(0))
+    configs = {"full": None, "LoRA r=8 q,v": TARGET_SETS["q,v"], "LoRA r=8 all linear": TARGET_SETS["all linear"]}
+    seconds = {name: [] for name in configs}
+    out = {"batch": [batch, seq_len], "rounds": rounds}
+    for round_ in range(rounds):
+        for name, targets in configs.items():
+            if targets is None:
+                model.requires_grad_(True)
+            else:
+                lora.add_lora(model, targets, r=8, alpha=16, seed=0)
+            measured = lora.measure_training_step(model, ids)
+            if targets is not None:
+                lora.remove_lora(model)
+            out[name] = {k: v for k, v in measured.items() if k != "seconds"}
+            if round_:
+                seconds[name].append(measured["seconds"])
+        log(f"round {round_}: { {k: [round(x, 1) for x in v] for k, v in seconds.items()} }")
+    for name in configs:
+        out[name]["seconds"] = sorted(seconds[name])[len(seconds[name]) // 2]
+    return out
+
+
 def gguf_table() -> dict:
     """SmolLM2's GGUF file by storage type: {type: [number of weights, bytes]} (QLoRA's memory numbers)."""
     import gguf
@@ -458,7 +502,7 @@ def gguf_table() -> dict:
     return {"tensor_types": table}
 
 
-def main(parts=("gguf", "smollm2", "tiny"), path=SWEEPS_PATH) -> dict:
+def main(parts=("gguf", "steps", "smollm2", "tiny"), path=SWEEPS_PATH) -> dict:
     """Run the named parts and merge each into the JSON file at ``path`` (other parts' results are kept)."""
     import json
 
@@ -467,7 +511,8 @@ def main(parts=("gguf", "smollm2", "tiny"), path=SWEEPS_PATH) -> dict:
     path = Path(path)
     for part in parts:
         seed_everything(0)
-        result = {"gguf": gguf_table, "smollm2": smollm2_sweeps, "tiny": tiny_sweeps}[part]()
+        result = {"gguf": gguf_table, "steps": step_measurements, "smollm2": smollm2_sweeps,
+                  "tiny": tiny_sweeps}[part]()
         result["threads"] = torch.get_num_threads()
         blob = json.loads(path.read_text()) if path.exists() else {}  # read late: another part may have written
         blob[part] = result
@@ -480,4 +525,4 @@ if __name__ == "__main__":  # make lora
     import sys
 
     torch.set_num_threads(int(os.environ.get("LMBOOK_THREADS", "1")))
-    main(sys.argv[1:] or ("gguf", "smollm2", "tiny"), os.environ.get("LMBOOK_SWEEPS_PATH", SWEEPS_PATH))
+    main(sys.argv[1:] or ("gguf", "steps", "smollm2", "tiny"), os.environ.get("LMBOOK_SWEEPS_PATH", SWEEPS_PATH))

@@ -13,6 +13,7 @@ Run by ``make test-fresh`` (part of ``make test``); slow, since it runs the whol
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -39,9 +40,15 @@ print(json.dumps(checks))
 @pytest.fixture(scope="module")
 def fresh_env(tmp_path_factory):
     root = tmp_path_factory.mktemp("colab")
+    # Build from a private copy of the sources: pytest-xdist workers building in the checkout itself would
+    # share (and trample) setuptools' build/ and egg-info directories.
+    source = root / "source"
+    shutil.copytree(ROOT / "lib", source / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     wheels = root / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(wheels), str(ROOT)], check=True)
+                    str(wheels), str(source)], check=True)
     (wheel,) = wheels.glob("lmbook-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

@@ -199,6 +199,20 @@ def test_causal_fast_path_skips_keys_and_equals_readable_path(Tq, Tk, with_mask)
     torch.testing.assert_close(fast, readable, atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("H,Hkv,k_batch", [(9, 3, 2), (4, 1, 2), (4, 4, 1), (6, 2, 1)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_decode_step_path_equals_readable_path(H, Hkv, k_batch, is_causal):
+    """One query per head (a cached decoding step) takes the grouped path that never copies K/V."""
+    g = torch.Generator().manual_seed(H * Hkv)
+    q = torch.randn(2, H, 1, 8, generator=g)
+    k, v = torch.randn(k_batch, Hkv, 11, 8, generator=g), torch.randn(k_batch, Hkv, 11, 5, generator=g)
+    step = A.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    readable, _ = A.scaled_dot_product_attention(q, k, v, is_causal=is_causal, return_weights=True)
+    torch.testing.assert_close(step, readable, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(step, F.scaled_dot_product_attention(q, k.expand(2, -1, -1, -1), v.expand(
+        2, -1, -1, -1), enable_gqa=True), atol=1e-6, rtol=1e-6)
+
+
 def test_gradients_flow_through_readable_path():
     q, k, v = (t.requires_grad_() for t in qkv(15, Tq=260, Tk=260, d=4))
     A.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()

@@ -99,11 +99,15 @@ def _check_lengths(**lengths) -> None:
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     """Grouped-query sharing: (..., H_kv, T, d) -> (..., H_kv * n_rep, T, d), each K/V head repeated
     n_rep times in a row, so query head h uses K/V head h // n_rep (torch's enable_gqa convention)."""
-    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=-3)
+    if n_rep == 1:
+        return x
+    *lead, h_kv, T, d = x.shape
+    return x.unsqueeze(-3).expand(*lead, h_kv, n_rep, T, d).reshape(*lead, h_kv * n_rep, T, d)  # one copy
 
 
-def _expand_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-    """Check the shapes of q (..., Hq, Tq, d), k (..., Hkv, Tk, d), v (..., Hkv, Tk, dv); expand GQA."""
+def _gqa_groups(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
+    """Check the shapes of q (..., Hq, Tq, d), k (..., Hkv, Tk, d), v (..., Hkv, Tk, dv); return how many
+    query heads share each K/V head (1 when nothing needs expanding)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
             got = f"{type(t).__name__} {getattr(t, 'dtype', '')}"
@@ -117,16 +121,23 @@ def _expand_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         raise ValueError(f"k and v must agree in every axis but the last (same length and heads): {shapes}")
     if q.dim() != k.dim():
         raise ValueError(f"q, k and v must have the same number of axes: {shapes}")
+    n_rep = 1
     if q.dim() >= 3 and q.shape[-3] != k.shape[-3] and k.shape[-3] != 1:
         if q.shape[-3] % k.shape[-3]:
             raise ValueError(f"the number of K/V heads (axis -3) must divide the query heads: {shapes}")
         n_rep = q.shape[-3] // k.shape[-3]
-        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+    expanded_k = k.shape[:-3] + (k.shape[-3] * n_rep,) if n_rep > 1 else k.shape[:-2]
     try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        torch.broadcast_shapes(q.shape[:-2], expanded_k)
     except RuntimeError:
         raise ValueError(f"the leading (batch, head) axes of q and k do not broadcast: {shapes}") from None
-    return k, v
+    return n_rep
+
+
+def _expand_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    """Check the shapes (see _gqa_groups) and repeat each K/V head for the query heads that share it."""
+    n_rep = _gqa_groups(q, k, v)
+    return repeat_kv(k, n_rep), repeat_kv(v, n_rep)
 
 
 def _check_mask(mask: torch.Tensor, q_len: int, k_len: int) -> None:
@@ -152,9 +163,12 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None
     combined with ``mask``. A query that may attend to nothing gets an all-zero output row (and weights),
     not NaN, as torch does. return_weights=True returns (output, weights (..., H, T_q, T_k)). Chapter 5.
     """
-    k, v = _expand_gqa(q, k, v)
+    n_rep = _gqa_groups(q, k, v)  # query heads per K/V head
     q_len, k_len = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if q_len == 1 and mask is None and not return_weights and not _needs_grad(q, k, v):
+        return _decode_step(q, k, v, scale, n_rep)  # a cached decoding step (chapter 7)
+    k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
     allowed, bias = None, None  # boolean mask (True = attend) and additive mask
     if mask is not None:
         _check_mask(mask, q_len, k_len)
@@ -175,11 +189,27 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None
     return (out, weights) if return_weights else out
 
 
+def _decode_step(q, k, v, scale, n_rep):
+    """One query per head, no mask (causal or not, the one query may see every key), no autograd: a
+    decoding step with a KV cache. The n_rep query heads that share a K/V head become n_rep rows of one
+    product with it, so the cache is read in place instead of copied n_rep times, and torch's fused softmax
+    replaces the readable steps. Tested against them."""
+    if n_rep == 1:
+        return torch.softmax((q * scale) @ k.transpose(-2, -1), dim=-1) @ v
+    *lead, H, _, d = q.shape
+    grouped = q.reshape(*lead, H // n_rep, n_rep, d)  # (..., H_kv, n_rep, d): head h reads K/V head h // n_rep
+    weights = torch.softmax((grouped * scale) @ k.transpose(-2, -1), dim=-1)  # (..., H_kv, n_rep, T_k)
+    return (weights @ v).reshape(*lead, H, 1, v.shape[-1])  # (..., H, 1, d_v)
+
+
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def _use_fast_path(q, k, v, return_weights) -> bool:
     """Large inference-only calls go slice by slice (_attention_by_slices); the rest reads as above."""
-    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     n_slices = math.prod(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]))
-    return not return_weights and not needs_grad and n_slices > 1 and q.shape[-2] * k.shape[-2] >= 2**16
+    return not return_weights and not _needs_grad(q, k, v) and n_slices > 1 and q.shape[-2] * k.shape[-2] >= 2**16
 
 
 def _attention_by_slices(q, k, v, allowed, bias, scale, is_causal):

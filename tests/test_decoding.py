@@ -128,11 +128,16 @@ def test_greedy_generation_matches_transformers(llama):
     assert torch.equal(D.generate(ours, prompt, 15, repetition_penalty=1.5), expected)
 
 
-def test_greedy_generation_matches_transformers_on_gpt2():
+def test_greedy_and_beam_generation_match_transformers_on_gpt2():
     hf, ours = gpt2_pair(seed=4)
     prompt = torch.tensor([[1, 2, 3]])
     expected = hf_generate(hf, prompt, max_new_tokens=12, do_sample=False, eos_token_id=None)
     assert torch.equal(D.generate(ours, prompt, 12), expected)
+    for num_beams, length_penalty in [(3, 1.0), (4, 0.5)]:
+        expected = hf_generate(hf, prompt, max_new_tokens=12, num_beams=num_beams, do_sample=False,
+                               length_penalty=length_penalty, early_stopping=False, eos_token_id=None)
+        assert torch.equal(D.beam_search(ours, prompt, 12, num_beams=num_beams, length_penalty=length_penalty)[0],
+                           expected)
 
 
 @pytest.mark.parametrize("settings", [

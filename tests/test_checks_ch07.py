@@ -94,12 +94,20 @@ def test_check_accepts_the_answer_and_rejects_a_plausible_mistake(check, good, b
 
 
 def test_by_hand_answers(capsys):
-    scores = [0.5 * k0 + 0.6 * k1 for k0, k1 in [(0.1, 0.4), (0.3, 1.0), (0.5, 1.6)]]
+    keys = [(0.1, 0.4), (0.3, 1.0), (0.5, 1.6), (0.7, 2.2)]  # k_i = x_i W^K, x_4 = [0.7, 0.8]
+    scores = [0.7 * k0 + 0.8 * k1 for k0, k1 in keys]
     right = [s / math.sqrt(2) for s in scores]
-    checks.check_kv_example(math.exp(right[2]) / sum(math.exp(s) for s in right))
+    checks.check_kv_example(math.exp(right[3]) / sum(math.exp(s) for s in right))
     assert RESULTS["kv_example"] is True
-    checks.check_kv_example(math.exp(scores[2]) / sum(math.exp(s) for s in scores))  # forgot 1/sqrt(2)
+    checks.check_kv_example(math.exp(scores[3]) / sum(math.exp(s) for s in scores))  # forgot 1/sqrt(2)
     assert RESULTS["kv_example"] is False and "sqrt(2)" in capsys.readouterr().out
+    cached_only = right[:3]  # forgot to append the new key: attends to k_1 .. k_3 only, alpha of k_3
+    checks.check_kv_example(math.exp(cached_only[2]) / sum(math.exp(s) for s in cached_only))
+    assert RESULTS["kv_example"] is False and "k_4" in capsys.readouterr().out
+    wrong_order = [(0.7 * (k0 + 2 * k1) + 0.8 * k1) / math.sqrt(2) for k0, k1 in [(0.1, 0.2), (0.3, 0.4), (0.5, 0.6),
+                                                                                   (0.7, 0.8)]]
+    checks.check_kv_example(math.exp(wrong_order[3]) / sum(math.exp(s) for s in wrong_order))  # W^K x, not x W^K
+    assert RESULTS["kv_example"] is False
     checks.check_context_budget(16384)
     assert RESULTS["context_budget"] is True
     checks.check_context_budget(40 * 2**30 / (8 * 80 * 8 * 128 * 2))  # keys only

@@ -378,26 +378,23 @@ def test_slow_smollm2_cached_logits_equal_the_full_forward():
     assert cache.get(0)[0].shape == (1, 3, 30, 64)  # 3 K/V heads for 9 query heads
 
 
-def test_sweep_step_times_and_the_stored_file():
+def test_sweep_step_seconds_and_the_stored_file():
     from lmbook import kv_cache_sweep as S
 
     model = small_model(dtype=torch.float32)
-    prompt = torch.randint(0, 40, (1, 5))
-    for use_cache in (True, False):
-        times = S.step_times(model, prompt, 7, use_cache=use_cache)
-        assert len(times) == 7 and all(t > 0 for t in times)
-    if not S.SWEEP_PATH.exists():  # the stored measurements ship with chapter 7's notebook
-        pytest.skip("no stored sweep yet: `make kv-cache-data` writes lib/lmbook/data/smollm2_kv_cache.json.gz")
+    ids = torch.randint(0, 40, (1, 12))
+    assert S.step_seconds(model, ids, 6, use_cache=True) > 0 and S.step_seconds(model, ids, 6, use_cache=False) > 0
     blob = S.load_sweep()
     timing, stream = blob["timing"], blob["streaming"]
-    assert len(timing["cached_positions"]) == len(timing["cached_seconds"]) == S.CACHED_STEPS
-    assert len(timing["uncached_positions"]) == len(timing["uncached_seconds"]) == S.UNCACHED_STEPS + len(
-        S.UNCACHED_LENGTHS)
-    assert min(timing["cached_seconds"]) > 0 and min(timing["uncached_seconds"]) > 0
+    assert timing["positions_cached"] == list(S.CACHED_POSITIONS) and timing["lengths"] == list(S.TOTAL_LENGTHS)
+    for key, n in [("seconds_cached", len(S.CACHED_POSITIONS)), ("seconds_uncached", len(S.UNCACHED_POSITIONS)),
+                   ("total_cached", len(S.TOTAL_LENGTHS)), ("total_uncached", len(S.TOTAL_LENGTHS))]:
+        assert len(timing[key]) == n and min(timing[key]) > 0, key
     assert (stream["tokens"], stream["cache_slots"], stream["n_sinks"]) == (S.STREAM_TOKENS, S.CACHE_SLOTS, S.N_SINKS)
     nll = {name: torch.tensor(values) for name, values in stream["nll"].items()}
     assert all(len(v) == S.STREAM_TOKENS - 1 for v in nll.values())
     rolling = [name for name in nll if "window" in name]
+    assert len(rolling) == 2
     for name in rolling:  # before the rolling caches fill, every cache sees the same tokens
         torch.testing.assert_close(nll[name][:S.CACHE_SLOTS - 1], nll["full cache"][:S.CACHE_SLOTS - 1],
                                    atol=2e-3, rtol=0)

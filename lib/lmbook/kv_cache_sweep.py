@@ -4,9 +4,10 @@
 On SmolLM2-135M (float32, CPU, ``LMBOOK_THREADS`` threads, default 1: on a shared CPU a second thread
 mostly waits for the first):
 
-- ``timing``: greedy decoding after a 16-token prompt, the wall time of every step, with the KV cache
-  (512 steps, median of 3 runs) and without it (128 steps, median of 2 runs, plus single forward passes
-  at longer lengths); and prefill of 256 tokens against 256 decode steps;
+- ``timing``: the wall time of one decoding step at positions 16 .. 1024 with the KV cache and 16 .. 512
+  without it (medians of 5 rounds), the total time of greedy generation of 8 .. 128 tokens after a
+  16-token prompt with ``generate(use_cache=True)`` and without (medians of 2 rounds), and the prefill of
+  256 tokens against one decoding step at that length;
 - ``streaming``: the loss of every token of 1,536 tokens of the manual's "string-methods" page (not in
   the tiny model's training split) read through a full cache, a 256-slot sliding window, 4 attention
   sinks + a 252-slot window (the same memory), and an int8 cache; and the int8 cache's logit error.
@@ -29,14 +30,18 @@ from pathlib import Path
 import torch
 
 from . import data
+from .decoding import generate
 from .kv_cache import Int8KVCache, KVCache, RollingKVCache, cached_nll
 from .model import load_smollm2
 from .tokenization import BPETokenizer
 
 SWEEP_PATH = Path(__file__).parent / "data" / "smollm2_kv_cache.json.gz"
 DOCUMENT = "string-methods"  # a page of the manual's validation split
-PROMPT_TOKENS, CACHED_STEPS, UNCACHED_STEPS = 16, 512, 128
-UNCACHED_LENGTHS = (256, 384, 512)  # single full passes beyond the uncached run
+PROMPT_TOKENS = 16  # the prompt of the total-time runs
+CACHED_POSITIONS = (16, 32, 64, 128, 256, 512, 1024)  # per-token times with the cache ...
+UNCACHED_POSITIONS = (16, 32, 64, 128, 256, 512)  # ... and without it
+TOTAL_LENGTHS = (8, 16, 32, 64, 128)  # new tokens of the total-time runs
+ROUNDS, TOTAL_ROUNDS = 5, 2
 PREFILL_TOKENS = 256
 STREAM_TOKENS, CACHE_SLOTS, N_SINKS = 1536, 256, 4
 
@@ -48,43 +53,53 @@ def _seconds(fn) -> float:
 
 
 @torch.no_grad()
-def step_times(model, prompt: torch.Tensor, n_steps: int, use_cache: bool) -> list[float]:
-    """Wall time of each of ``n_steps`` greedy decode steps after ``prompt`` (1, P); step i feeds position
-    P + i - 1 (cached: one token; uncached: the whole sequence so far). The prefill is not included."""
-    ids = prompt
-    cache = KVCache.for_model(model, prompt.shape[1] + n_steps) if use_cache else None
-    next_id = model(ids, cache=cache)[:, -1].argmax(-1, keepdim=True)  # prefill (cached) or first pass
-    times = []
-    for _ in range(n_steps):
-        ids = torch.cat([ids, next_id], dim=1)
-        start = time.perf_counter()
-        logits = model(next_id, cache=cache) if use_cache else model(ids)
-        times.append(time.perf_counter() - start)
-        next_id = logits[:, -1].argmax(-1, keepdim=True)
-    return times
+def step_seconds(model, ids: torch.Tensor, position: int, use_cache: bool, steps: int = 3) -> float:
+    """Median wall time of a decoding step whose new token attends to ``position`` keys (itself included):
+    with the cache, one token after a (not timed) prefill of position - 1 tokens, for ``steps`` consecutive
+    positions; without it, one full forward pass over ``position`` tokens. ids: (1, >= position + steps)."""
+    if not use_cache:
+        return _seconds(lambda: model(ids[:, :position]))
+    cache = KVCache.for_model(model, position + steps)
+    model(ids[:, :position - 1], cache=cache)
+    return statistics.median(_seconds(lambda t=t: model(ids[:, t:t + 1], cache=cache))
+                             for t in range(position - 1, position - 1 + steps))
 
 
 def timing(model, text_ids: torch.Tensor) -> dict:
+    """Per-token and total times, measured in rounds: each round visits every setting once (in a shuffled
+    order), so that a change of the machine's load during the sweep hits all settings alike."""
+    ids = text_ids[None, :max(CACHED_POSITIONS) + 8]
+    g = torch.Generator().manual_seed(0)
+    settings = [("cached", p) for p in CACHED_POSITIONS] + [("uncached", p) for p in UNCACHED_POSITIONS]
+    per_token = {s: [] for s in settings}
+    for _ in range(ROUNDS):
+        for i in torch.randperm(len(settings), generator=g).tolist():
+            kind, position = settings[i]
+            per_token[settings[i]].append(step_seconds(model, ids, position, kind == "cached"))
     prompt = text_ids[None, :PROMPT_TOKENS]
-    cached = [step_times(model, prompt, CACHED_STEPS, use_cache=True) for _ in range(3)]
-    uncached = [step_times(model, prompt, UNCACHED_STEPS, use_cache=False) for _ in range(2)]
-    long_ids = text_ids[None, :max(UNCACHED_LENGTHS)]
-    with torch.no_grad():
-        single = {n: statistics.median(_seconds(lambda n=n: model(long_ids[:, :n])) for _ in range(2))
-                  for n in UNCACHED_LENGTHS}
-        prefill_ids = text_ids[None, :PREFILL_TOKENS]
-        prefill = statistics.median(
-            _seconds(lambda: model(prefill_ids, cache=KVCache.for_model(model, PREFILL_TOKENS))) for _ in range(3))
+    runs = [(n, use_cache) for n in TOTAL_LENGTHS for use_cache in (True, False)]
+    totals = {r: [] for r in runs}
+    prefill, decode = [], []
+    for _ in range(TOTAL_ROUNDS):
+        for i in torch.randperm(len(runs), generator=g).tolist():
+            n, use_cache = runs[i]
+            totals[runs[i]].append(_seconds(lambda n=n, c=use_cache: generate(model, prompt, n, use_cache=c)))
+        for _ in range(2):  # prefill of PREFILL_TOKENS tokens against one decoding step at that length
+            prefill.append(_seconds(lambda: model(ids[:, :PREFILL_TOKENS], cache=KVCache.for_model(
+                model, PREFILL_TOKENS))))
+            decode.append(step_seconds(model, ids, PREFILL_TOKENS, use_cache=True))
+
+    def median(values):
+        return round(statistics.median(values), 5)
+
     return {
-        "prompt_tokens": PROMPT_TOKENS,
-        # step i of a run produces the token after position PROMPT_TOKENS + i: it attends to that many keys
-        "cached_positions": list(range(PROMPT_TOKENS + 1, PROMPT_TOKENS + CACHED_STEPS + 1)),
-        "cached_seconds": [round(statistics.median(ts), 5) for ts in zip(*cached, strict=True)],
-        "uncached_positions": list(range(PROMPT_TOKENS + 1, PROMPT_TOKENS + UNCACHED_STEPS + 1))
-        + list(UNCACHED_LENGTHS),
-        "uncached_seconds": [round(statistics.median(ts), 5) for ts in zip(*uncached, strict=True)]
-        + [round(single[n], 5) for n in UNCACHED_LENGTHS],
-        "prefill_tokens": PREFILL_TOKENS, "prefill_seconds": round(prefill, 4),
+        "rounds": ROUNDS, "positions_cached": list(CACHED_POSITIONS), "positions_uncached": list(UNCACHED_POSITIONS),
+        "seconds_cached": [median(per_token[("cached", p)]) for p in CACHED_POSITIONS],
+        "seconds_uncached": [median(per_token[("uncached", p)]) for p in UNCACHED_POSITIONS],
+        "prompt_tokens": PROMPT_TOKENS, "total_rounds": TOTAL_ROUNDS, "lengths": list(TOTAL_LENGTHS),
+        "total_cached": [median(totals[(n, True)]) for n in TOTAL_LENGTHS],
+        "total_uncached": [median(totals[(n, False)]) for n in TOTAL_LENGTHS],
+        "prefill_tokens": PREFILL_TOKENS, "prefill_seconds": median(prefill), "decode_seconds": median(decode),
     }
 
 

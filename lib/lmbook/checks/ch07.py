@@ -13,13 +13,15 @@ __all__ = ["check_kv_example", "check_context_budget", "check_decode_step", "che
 
 
 def check_kv_example(answer) -> None:
-    """The weight alpha_3 of the step that generates x_4 in the chapter's example with every token divided by 10."""
-    X = torch.tensor([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]], dtype=torch.float64)
+    """The weight alpha_4 of the step that generates x_5 in the chapter's example with every token divided by 10,
+    after the step before produced x_4 = [0.7, 0.8]."""
+    X = torch.tensor([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6], [0.7, 0.8]], dtype=torch.float64)
     W_K = torch.tensor([[1.0, 2.0], [0.0, 1.0]], dtype=torch.float64)
-    scores = (X @ W_K) @ X[2] / math.sqrt(2)  # q_3 = x_3 W^Q with W^Q = I
-    check_answer("kv_example", answer, torch.softmax(scores, dim=0)[2].item(),
-                 hint="the query is q_3 = x_3 = [0.5, 0.6] (x_4 is not known yet), the keys are k_i = x_i W^K "
-                      "(row vector on the left), the scores are q_3 . k_j / sqrt(2); alpha_3 = e^s3 / sum_j e^sj.")
+    scores = (X @ W_K) @ X[3] / math.sqrt(2)  # q_4 = x_4 W^Q with W^Q = I, against k_1 .. k_4
+    check_answer("kv_example", answer, torch.softmax(scores, dim=0)[3].item(),
+                 hint="the query is q_4 = x_4 = [0.7, 0.8] (x_5 is not known yet); the keys are k_1, k_2, k_3 from "
+                      "the cache plus the new k_4 = x_4 W^K (row vector on the left), four in all; the scores are "
+                      "q_4 . k_j / sqrt(2), and alpha_4 = e^s4 / sum_j e^sj.")
 
 
 def check_context_budget(answer) -> None:

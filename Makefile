@@ -76,11 +76,12 @@ data: install
 kv-cache-data: install
 	$(PY) -m lmbook.kv_cache_sweep
 
-# Chapter 6's stored results: the tiny Transformer's weights (lib/lmbook/data/tiny_transformer.pt) and
-# SmolLM2's decoding comparison (lib/lmbook/data/smollm2_decoding.json.gz). One thread: faster on shared CPUs.
+# Chapter 6's stored results: the tiny Transformer's weights (lib/lmbook/data/tiny_transformer.pt), SmolLM2's
+# load times and score on the validation split (smollm2_validation.json.gz) and its decoding comparison
+# (smollm2_decoding.json.gz). `make model PARTS="tiny smollm2"` redoes only those parts.
 .PHONY: model
 model: install
-	LMBOOK_THREADS=1 $(PY) -m lmbook.model
+	$(PY) -m lmbook.model $(PARTS)
 
 # Chapter 9's LoRA sweeps (SmolLM2 ranks and targets, full fine-tuning, the tiny model, intrinsic dimension):
 # writes lib/lmbook/data/lora_sweeps.json; needs the tiny model of `make model`; about an hour on a busy CPU.

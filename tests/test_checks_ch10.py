@@ -68,14 +68,23 @@ def test_function_checks(check, right, wrongs, capsys):
 
 
 def test_answer_checks(capsys):
-    checks.check_bt_by_hand(1 / (1 + math.exp(-0.9)))
+    checks.check_bt_by_hand(0.4 + math.log(4))
     assert RESULTS["bt_by_hand"] is True
-    checks.check_bt_by_hand(1 / (1 + math.exp(-1.7)))  # added the rewards instead of subtracting them
+    checks.check_bt_by_hand(0.4 - math.log(4))  # the gap with the wrong sign: reply 1 preferred with 0.8
     assert RESULTS["bt_by_hand"] is False and "hint" in capsys.readouterr().out
-    w = [0.5, 0.3 * math.e, 0.2 * math.e ** 2]
+    checks.check_bt_by_hand(0.4 + 0.8)  # added the probability instead of its log-odds
+    assert RESULTS["bt_by_hand"] is False
+    w = [0.6, 0.3 * math.exp(0.5), 0.1 * math.exp(1.5)]
     checks.check_optimum_by_hand(w[2] / sum(w))
     assert RESULTS["optimum_by_hand"] is True
-    checks.check_optimum_by_hand(math.exp(2) / (1 + math.e + math.exp(2)))  # forgot the prior pi_ref
+    capsys.readouterr()
+    checks.check_optimum_by_hand(math.exp(1.5) / (1 + math.exp(0.5) + math.exp(1.5)))  # forgot the prior pi_ref
+    assert RESULTS["optimum_by_hand"] is False and "hint" in capsys.readouterr().out
+    w_times_beta = [0.6, 0.3 * math.exp(2), 0.1 * math.exp(6)]  # r * beta instead of r / beta
+    checks.check_optimum_by_hand(w_times_beta[2] / sum(w_times_beta))
+    assert RESULTS["optimum_by_hand"] is False
+    old = [0.5, 0.3 * math.e, 0.2 * math.e ** 2]  # the worked example of section 4, not this problem
+    checks.check_optimum_by_hand(old[2] / sum(old))
     assert RESULTS["optimum_by_hand"] is False
 
 

@@ -279,10 +279,10 @@ def train_dpo(model, batch, ref_chosen_logps, ref_rejected_logps, beta: float = 
     parameters that require gradients (a LoRA adapter), ``batch_size`` pairs per step, reshuffled every epoch.
 
     The reference log-probs (N,) are computed once beforehand, e.g. with the adapter disabled: the
-    reference never changes, so there is no need for a second forward pass every step. Records per step:
-    loss, reward margin r_w - r_l and accuracy (r_w > r_l) of the step's pairs, their mean r_w and r_l, and
-    the policy's mean log pi(y_w|x) and log pi(y_l|x). ``callback(step, model)`` runs after each step and
-    may return a dict of extra numbers to record.
+    reference never changes, so there is no need for a second forward pass every step. Records per step,
+    for the step's pairs as they were before its update: loss, reward margin r_w - r_l and accuracy
+    (r_w > r_l), their mean r_w and r_l, and the policy's mean log pi(y_w|x) and log pi(y_l|x).
+    ``callback(step, model)`` runs after each step and may return a dict of extra numbers to record.
     """
     _check_beta(beta)
     n = batch["input_ids"].shape[0] // 2

@@ -49,7 +49,7 @@ SYSTEM = "You are a helpful assistant."
 MAX_NEW_TOKENS = 32      # longer replies are cut, and count as unfinished
 EOS_ID = 2               # <|im_end|>, the end-of-turn token of SmolLM2's chat format
 N_SAMPLES = 4            # candidates per prompt, at temperature 1
-BETAS = (0.1, 0.01, 0.03, 0.3, 1.0)  # the first is the chapter's main run
+BETAS = (0.1, 0.01, 1.0, 0.3, 0.03)  # the first is the chapter's main run
 RECIPE = {"targets": ["q_proj", "k_proj", "v_proj", "o_proj"], "r": 8, "alpha": 16, "lr": 1e-3, "batch_size": 4,
           "epochs": 2, "eval_every": 4, "max_pairs_per_prompt": 2}
 RUNS_PATH = Path(__file__).parent / "data" / "dpo_runs.json.gz"

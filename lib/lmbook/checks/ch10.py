@@ -12,24 +12,25 @@ from ._core import Case, check_answer, run_check
 __all__ = ["check_bt_by_hand", "check_optimum_by_hand", "check_robust_dpo_loss", "check_simpo_loss",
            "check_best_of_n_policy"]
 
-BT_REWARDS = (1.3, 0.4)  # r_1, r_2 of the by-hand Bradley–Terry exercise
-OPTIMUM_PROBLEM = ((0.5, 0.3, 0.2), (0.0, 1.0, 2.0), 1.0)  # pi_ref, r, beta
+BT_PROBLEM = (0.4, 0.8)  # r_1, and the probability that reply 2 is preferred, of the Bradley–Terry exercise
+OPTIMUM_PROBLEM = ((0.6, 0.3, 0.1), (0.0, 1.0, 3.0), 2.0)  # pi_ref, r, beta
 
 
 def check_bt_by_hand(answer) -> None:
-    """P(y_1 > y_2) under Bradley–Terry for rewards r_1 = 1.3 and r_2 = 0.4."""
-    r1, r2 = BT_REWARDS
-    check_answer("bt_by_hand", answer, 1 / (1 + math.exp(-(r1 - r2))),
-                 hint="P = sigma(r_1 - r_2) = 1 / (1 + exp(-(1.3 - 0.4))); only the difference matters.")
+    """The reward r_2 for which Bradley–Terry prefers reply 2 with probability 0.8, given r_1 = 0.4."""
+    r1, p = BT_PROBLEM
+    check_answer("bt_by_hand", answer, r1 + math.log(p / (1 - p)),
+                 hint="solve sigma(r_2 - r_1) = 0.8 for r_2: the gap r_2 - r_1 is the log-odds log(0.8 / 0.2), and "
+                      "reply 2 must score higher than reply 1.")
 
 
 def check_optimum_by_hand(answer) -> None:
-    """pi*(y_3) for pi_ref = [0.5, 0.3, 0.2], r = [0, 1, 2], beta = 1."""
+    """pi*(y_3) for pi_ref = [0.6, 0.3, 0.1], r = [0, 1, 3], beta = 2."""
     ref, r, beta = OPTIMUM_PROBLEM
     weights = [p * math.exp(x / beta) for p, x in zip(ref, r, strict=True)]
     check_answer("optimum_by_hand", answer, weights[2] / sum(weights),
-                 hint="pi*(y) = pi_ref(y) exp(r(y) / beta) / Z: the weights are 0.5, 0.3 e and 0.2 e^2, and Z is "
-                      "their sum.")
+                 hint="pi*(y) = pi_ref(y) exp(r(y) / beta) / Z: divide each reward by beta = 2, weight each reply by "
+                      "its reference probability, and divide by the sum of the weights, Z.")
 
 
 def _random_logps(seed: int, n: int = 6, scale: float = 4.0):

@@ -7,6 +7,7 @@ import pytest
 import torch
 from lmbook import model as M
 from lmbook.ngram import NGramLM
+from lmbook.positional import rope_cos_sin
 from torch import nn
 
 transformers = pytest.importorskip("transformers")
@@ -189,7 +190,7 @@ def test_post_norm_block_outputs_are_normalised_and_pre_norm_stream_is_not():
     for position, normalised in (("post", True), ("pre", False)):
         model = M.Transformer(M.TransformerConfig(vocab_size=30, d_model=32, n_layers=2, norm_position=position))
         x = torch.randn(2, 6, 32) * 5
-        y = model.blocks[0](x, torch.arange(6), model.inv_freq)
+        y = model.blocks[0](x, rope_cos_sin(torch.arange(6), model.inv_freq))
         rms = y.pow(2).mean(-1).sqrt()
         assert torch.allclose(rms, torch.ones_like(rms), atol=1e-3) == normalised
     assert isinstance(M.Transformer(M.TransformerConfig(norm_position="post")).final_norm, nn.Identity)

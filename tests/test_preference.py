@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from lmbook import preference as P
 from lmbook.model import Transformer, TransformerConfig
+from lmbook.positional import rope_cos_sin
 
 WORDS = [f"w{i}" for i in range(20)]
 
@@ -466,8 +467,9 @@ def test_completion_kl_and_features_against_brute_force():
         assert torch.allclose(ref_logp, P.sequence_logprobs(model, ids, mask), atol=1e-10)
         feats = E.completion_features(model, batch)
         hidden = model.tok_emb(ids)
+        rope = rope_cos_sin(torch.arange(ids.shape[1]), model.inv_freq)
         for block in model.blocks:
-            hidden = block(hidden, torch.arange(ids.shape[1]), model.inv_freq)
+            hidden = block(hidden, rope)
         hidden = model.final_norm(hidden)
     last = [max(mask[row].nonzero().flatten().tolist()) for row in range(ids.shape[0])]
     assert torch.allclose(feats, hidden[torch.arange(ids.shape[0]), last].detach(), atol=1e-10)

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import merge_heads, scaled_dot_product_attention, split_heads
-from .positional import alibi_bias, apply_rope, rope_inv_freq, sinusoidal_encoding
+from .positional import alibi_bias, rope_cos_sin, rope_inv_freq, rotate_pairs, sinusoidal_encoding
 from .utils import progress
 
 __all__ = [
@@ -162,12 +162,13 @@ class CausalSelfAttention(nn.Module):
         self.v_proj = nn.Linear(d, config.n_kv_heads * dh, bias=config.bias)
         self.o_proj = nn.Linear(config.n_heads * dh, d, bias=config.bias)
 
-    def forward(self, x, positions, inv_freq=None, cache=None):
+    def forward(self, x, rope=None, cache=None):
+        """x (B, T, d); rope: the (cos, sin) of every position's RoPE angles, from Transformer.forward."""
         q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, T, dh)
         k = split_heads(self.k_proj(x), self.n_kv_heads)  # (B, H_kv, T, dh)
         v = split_heads(self.v_proj(x), self.n_kv_heads)  # (B, H_kv, T, dh)
         if self.rope:
-            q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
+            q, k = rotate_pairs(q, *rope), rotate_pairs(k, *rope)
         if cache is not None:  # append this step's keys/values, get all of them back
             k, v = cache.update(self.layer_idx, k, v)  # (B, H_kv, T_past + T, dh)
         bias = alibi_bias(self.n_heads, q.shape[-2], k.shape[-2], q.device).to(q.dtype) if self.alibi else None
@@ -185,11 +186,11 @@ class Block(nn.Module):
         self.ffn_norm, self.ffn = make_norm(config), FeedForward(config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, positions, inv_freq=None, cache=None):
+    def forward(self, x, rope=None, cache=None):
         if self.pre_norm:  # x + f(Norm(x)): the residual stream itself is never normalised
-            x = x + self.dropout(self.attn(self.attn_norm(x), positions, inv_freq, cache))
+            x = x + self.dropout(self.attn(self.attn_norm(x), rope, cache))
             return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        x = self.attn_norm(x + self.dropout(self.attn(x, positions, inv_freq, cache)))  # Norm(x + f(x))
+        x = self.attn_norm(x + self.dropout(self.attn(x, rope, cache)))  # Norm(x + f(x))
         return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
 
@@ -241,6 +242,11 @@ class Transformer(nn.Module):
         if positions is None:
             start = 0 if cache is None else int(cache.seq_len)
             positions = torch.arange(start, start + ids.shape[1], device=ids.device)
+        elif (not isinstance(positions, torch.Tensor) or positions.is_floating_point() or positions.dim() not in (1, 2)
+              or positions.shape[-1] != ids.shape[1]):
+            raise ValueError(f"positions must be an integer tensor of shape (T,) or (B, T) with T={ids.shape[1]}, got "
+                             f"{getattr(positions, 'dtype', type(positions).__name__)} "
+                             f"{tuple(getattr(positions, 'shape', ()))}")
         if self.pos_emb is not None and positions.max() >= self.config.context_length:
             raise ValueError(f"position {positions.max().item()} is beyond the learned position table "
                              f"(context_length={self.config.context_length})")
@@ -251,8 +257,12 @@ class Transformer(nn.Module):
             table = sinusoidal_encoding(int(positions.max()) + 1, self.config.d_model).to(x)  # (max position + 1, d)
             x = x * math.sqrt(self.config.d_model) + table[positions]
         x = self.dropout(x)
+        rope = None
+        if self.inv_freq is not None:  # the rotation angles of every position, computed once for all layers
+            cos, sin = rope_cos_sin(positions, self.inv_freq, x.dtype)  # (T, dh/2) or (B, T, dh/2)
+            rope = (cos, sin) if positions.dim() == 1 else (cos[:, None], sin[:, None])  # heads share them
         for block in self.blocks:
-            x = block(x, positions, self.inv_freq, cache)
+            x = block(x, rope, cache)
         if last_only:
             x = x[:, -1:]  # (B, 1, d): skip the output layer for positions whose prediction is not needed
         return self.lm_head(self.final_norm(x))  # (B, T, V)

@@ -30,7 +30,8 @@ import math
 import torch
 
 __all__ = ["sinusoidal_encoding", "rope_inv_freq", "apply_rope", "yarn_ramp", "yarn_attention_factor",
-           "alibi_slopes", "alibi_bias", "relative_position_bucket", "PAIRINGS", "SCALING_TYPES"]
+           "rope_cos_sin", "rotate_pairs", "alibi_slopes", "alibi_bias", "relative_position_bucket", "PAIRINGS",
+           "SCALING_TYPES"]
 
 PAIRINGS = ("half", "interleaved")
 # the keys each scaling type accepts (besides "type" and "factor"), with their defaults; None = required
@@ -214,10 +215,23 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor,
     if positions.is_floating_point() or positions.dim() not in (1, 2) or positions.shape[-1] != T:
         raise ValueError(f"positions must be integers of shape (T,) or (B, T) with T={T}, "
                          f"got {positions.dtype} {tuple(positions.shape)}")
-    angles = positions.float()[..., None] * inv_freq.to(x.device).float()  # (T, d/2) or (B, T, d/2)
+    cos, sin = rope_cos_sin(positions, inv_freq, x.dtype)  # (T, d/2) or (B, T, d/2)
     if positions.dim() == 2 and x.dim() == 4:
-        angles = angles[:, None]  # (B, 1, T, d/2): the same rotation for every head
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d/2): the same rotation for every head
+    return rotate_pairs(x, cos, sin, pairing)
+
+
+def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype = torch.float32):
+    """cos and sin of the angles p * theta_i, each (*positions.shape, d/2): formed in float32, cast to dtype.
+    A model computes them once per forward pass and every layer rotates with them (Chapter 6)."""
+    angles = positions.float()[..., None] * inv_freq.to(positions.device).float()  # (..., T, d/2)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str = "half") -> torch.Tensor:
+    """(a, b) -> (a cos - b sin, b cos + a sin) for every pair of x's last axis (d); cos and sin broadcast
+    against (..., T, d/2). "half" pairs x_i with x_{i + d/2}; "interleaved" pairs x_{2i} with x_{2i+1}."""
+    d = x.shape[-1]
     if pairing == "half":
         a, b = x[..., : d // 2], x[..., d // 2 :]  # pair i = (x_i, x_{i + d/2})
         return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)

@@ -278,3 +278,16 @@ def test_other_bad_input():
         relative_position_bucket(torch.tensor([0.5]))
     with pytest.raises(ValueError, match="max_distance"):
         relative_position_bucket(torch.arange(5), num_buckets=32, max_distance=4)
+
+
+def test_rope_cos_sin_and_rotate_pairs_reject_bad_input():
+    from lmbook.positional import rope_cos_sin, rotate_pairs
+
+    with pytest.raises(TypeError, match="positions must be an integer tensor"):
+        rope_cos_sin(torch.tensor([0.5, 1.5]), rope_inv_freq(8))
+    cos, sin = rope_cos_sin(torch.arange(5), rope_inv_freq(8))  # (5, 4)
+    with pytest.raises(ValueError, match="last axis d/2 = 3"):
+        rotate_pairs(torch.randn(5, 6), cos, sin)
+    with pytest.raises(ValueError, match="pairing"):
+        rotate_pairs(torch.randn(5, 8), cos, sin, pairing="neox")
+    assert rotate_pairs(torch.randn(5, 8), cos, sin).shape == (5, 8)

@@ -224,6 +224,8 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor,
 def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype = torch.float32):
     """cos and sin of the angles p * theta_i, each (*positions.shape, d/2): formed in float32, cast to dtype.
     A model computes them once per forward pass and every layer rotates with them (Chapter 6)."""
+    if not isinstance(positions, torch.Tensor) or positions.is_floating_point():
+        raise TypeError(f"positions must be an integer tensor, got {getattr(positions, 'dtype', type(positions))}")
     angles = positions.float()[..., None] * inv_freq.to(positions.device).float()  # (..., T, d/2)
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
@@ -232,6 +234,9 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing:
     """(a, b) -> (a cos - b sin, b cos + a sin) for every pair of x's last axis (d); cos and sin broadcast
     against (..., T, d/2). "half" pairs x_i with x_{i + d/2}; "interleaved" pairs x_{2i} with x_{2i+1}."""
     d = x.shape[-1]
+    if pairing not in PAIRINGS or cos.shape[-1] != d // 2 or sin.shape != cos.shape or d % 2:
+        raise ValueError(f"need pairing in {PAIRINGS} and cos, sin of last axis d/2 = {d / 2:g} for x of last axis "
+                         f"{d}; got pairing={pairing!r}, cos {tuple(cos.shape)}, sin {tuple(sin.shape)}")
     if pairing == "half":
         a, b = x[..., : d // 2], x[..., d // 2 :]  # pair i = (x_i, x_{i + d/2})
         return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)

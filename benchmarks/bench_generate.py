@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 
 import torch
-from common import table
-from lmbook import decoding
+from common import alternate, cached_generators, table
 from lmbook.model import load_smollm2
 from lmbook.tokenization import smollm2_gguf_path
 
@@ -32,23 +30,12 @@ def run() -> str:
     theirs = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
                                                                dtype=torch.float32).eval()
     ids = torch.randint(100, 49152, (1, PROMPT_TOKENS), generator=torch.Generator().manual_seed(0))
-    mask = torch.ones_like(ids)
-    contenders = {
-        "lmbook generate, KV cache": lambda: decoding.generate(ours, ids, NEW_TOKENS, use_cache=True),
-        "transformers generate, KV cache": lambda: theirs.generate(
-            ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False, use_cache=True,
-            eos_token_id=None, pad_token_id=0),
-    }
-    times, outputs = {name: [] for name in contenders}, {}
+    contenders = cached_generators(ours, theirs, ids, NEW_TOKENS)
     with torch.no_grad():
-        for _ in range(REPEAT):
-            for name, fn in contenders.items():
-                start = time.perf_counter()
-                outputs[name] = fn()
-                times[name].append(time.perf_counter() - start)
-    reference = outputs["transformers generate, KV cache"]
+        times, outputs = alternate(contenders, REPEAT)
+    reference = outputs["transformers generate(use_cache=True)"]
     rows = []
-    base = NEW_TOKENS / statistics.median(times["transformers generate, KV cache"])
+    base = NEW_TOKENS / statistics.median(times["transformers generate(use_cache=True)"])
     for name, t in times.items():
         rate = NEW_TOKENS / statistics.median(t)
         same = torch.equal(outputs[name], reference)

@@ -18,10 +18,9 @@ import time
 
 import numpy as np
 import torch
-from common import table
+from common import alternate, cached_generators, table
 from lmbook import data
 from lmbook import model as M
-from lmbook.decoding import generate
 from lmbook.kv_cache import KVCache
 from lmbook.tokenization import BPETokenizer
 
@@ -68,20 +67,9 @@ def smollm2_rows() -> tuple[list[list], str]:
     theirs = transformers_copy(ours)
     text_ids = BPETokenizer.from_gguf().encode(data.documents()["string-methods"])
     ids = torch.tensor([text_ids[:PROMPT_TOKENS]])
-    mask = torch.ones_like(ids)
-    contenders = {
-        "lmbook generate(use_cache=True)": lambda: generate(ours, ids, NEW_TOKENS, use_cache=True),
-        "transformers generate(use_cache=True)": lambda: theirs.generate(
-            ids, attention_mask=mask, max_new_tokens=NEW_TOKENS, do_sample=False, use_cache=True,
-            eos_token_id=None, pad_token_id=0),
-    }
-    times, outputs = {name: [] for name in contenders}, {}
+    contenders = cached_generators(ours, theirs, ids, NEW_TOKENS)
     with torch.no_grad():
-        for _ in range(REPEAT):
-            for name, fn in contenders.items():
-                start = time.perf_counter()
-                outputs[name] = fn()
-                times[name].append(time.perf_counter() - start)
+        times, outputs = alternate(contenders, REPEAT)
         # uncached: step t (t = 0 .. NEW_TOKENS - 1) is one forward pass over PROMPT_TOKENS + t tokens
         full = outputs["lmbook generate(use_cache=True)"]
         steps = np.linspace(0, NEW_TOKENS - 1, UNCACHED_SAMPLES).round().astype(int)

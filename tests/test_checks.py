@@ -4,14 +4,8 @@ without raising into the student's face."""
 import math
 
 import pytest
+from check_helpers import verdict
 from lmbook import checks
-from lmbook.checks import RESULTS
-
-
-def verdict(capsys, check, answer, name):
-    RESULTS.pop(name, None)
-    check(answer)
-    return RESULTS[name], capsys.readouterr().out
 
 
 def test_ppl_by_hand(capsys):

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from check_helpers import accepts_then_rejects
 from lmbook import checks
 from lmbook.checks import RESULTS
 
@@ -91,14 +92,7 @@ def average_precision_over_hits(ranked, relevant):
     ],
 )
 def test_check_accepts_the_answer_and_rejects_a_plausible_mistake(check, good, bad, message, capsys):
-    fn = getattr(checks, f"check_{check}")
-    fn(good)
-    assert RESULTS[check] is True, capsys.readouterr().out
-    capsys.readouterr()
-    fn(bad)
-    out = capsys.readouterr().out
-    assert RESULTS[check] is False
-    assert message in out and "✗" in out
+    accepts_then_rejects(capsys, check, good, bad, message)
 
 
 def test_by_hand_answer_and_not_attempted(capsys):

@@ -3,14 +3,8 @@
 import codecs
 import math
 
+from check_helpers import verdict
 from lmbook import checks
-from lmbook.checks import RESULTS
-
-
-def verdict(capsys, check, answer, name):
-    RESULTS.pop(name, None)
-    check(answer)
-    return RESULTS[name], capsys.readouterr().out
 
 
 def test_wordpiece_by_hand(capsys):

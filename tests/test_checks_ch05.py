@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from check_helpers import accepts_then_rejects
 from lmbook import checks
 from lmbook.checks import RESULTS
 
@@ -87,14 +88,7 @@ def online_attention_unscaled(q, K, V, block_size):
     ],
 )
 def test_check_accepts_the_answer_and_rejects_a_plausible_mistake(check, good, bad, message, capsys):
-    fn = getattr(checks, f"check_{check}")
-    fn(good)
-    assert RESULTS[check] is True, capsys.readouterr().out
-    capsys.readouterr()
-    fn(bad)
-    out = capsys.readouterr().out
-    assert RESULTS[check] is False
-    assert message in out and "✗" in out, out
+    accepts_then_rejects(capsys, check, good, bad, message)
 
 
 def test_by_hand_answer_and_not_attempted(capsys):

@@ -1,15 +1,9 @@
 """Chapter 6's self-checks accept the right answer and reject plausible wrong ones with a message."""
 
 import torch
+from check_helpers import verdict
 from lmbook import checks, decoding
-from lmbook.checks import RESULTS
 from lmbook.model import Transformer, TransformerConfig
-
-
-def verdict(capsys, check, answer, name):
-    RESULTS.pop(name, None)
-    check(answer)
-    return RESULTS[name], capsys.readouterr().out
 
 
 def test_deepnorm_alpha(capsys):

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from check_helpers import accepts_then_rejects
 from lmbook import checks
 from lmbook.checks import RESULTS
 
@@ -83,14 +84,7 @@ def quantize_per_channel_255(x):
     ],
 )
 def test_check_accepts_the_answer_and_rejects_a_plausible_mistake(check, good, bad, message, capsys):
-    fn = getattr(checks, f"check_{check}")
-    fn(good)
-    assert RESULTS[check] is True, capsys.readouterr().out
-    capsys.readouterr()
-    fn(bad)
-    out = capsys.readouterr().out
-    assert RESULTS[check] is False
-    assert message in out and "✗" in out, out
+    accepts_then_rejects(capsys, check, good, bad, message)
 
 
 def test_by_hand_answers(capsys):

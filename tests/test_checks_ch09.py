@@ -1,14 +1,8 @@
 """Chapter 9's self-checks accept the right answer and reject plausible wrong ones with a message."""
 
 import torch
+from check_helpers import verdict
 from lmbook import checks
-from lmbook.checks import RESULTS
-
-
-def verdict(capsys, check, answer, name):
-    RESULTS.pop(name, None)
-    check(answer)
-    return RESULTS[name], capsys.readouterr().out
 
 
 def test_mlp_lora_count(capsys):

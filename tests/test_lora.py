@@ -10,45 +10,13 @@ import pytest
 import torch
 from lmbook import lora
 from lmbook import model as M
+from test_model import llama_pair
 from torch import nn
 
 transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 
 ATTN, MLP = ["q_proj", "k_proj", "v_proj", "o_proj"], ["gate_proj", "up_proj", "down_proj"]
-
-
-def llama_pair(vocab=40, d=32, layers=2, heads=4, kv_heads=2, tie=False, seed=0):
-    """A random transformers LlamaForCausalLM and the same weights in lmbook's Transformer (float64)."""
-    cfg = transformers.LlamaConfig(
-        vocab_size=vocab, hidden_size=d, intermediate_size=3 * d, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=64, rms_norm_eps=1e-5,
-        rope_parameters={"rope_type": "default", "rope_theta": 500.0}, tie_word_embeddings=tie,
-        attention_bias=False, mlp_bias=False)
-    torch.manual_seed(seed)
-    hf = transformers.LlamaForCausalLM(cfg).double().eval()
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():  # random values everywhere, so a wrongly copied tensor cannot go unnoticed
-        for name, p in hf.named_parameters():
-            noise = torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.1
-            p.copy_(1 + noise if "norm" in name else noise)
-    ours = M.Transformer(M.TransformerConfig(
-        vocab_size=vocab, context_length=64, d_model=d, n_layers=layers, n_heads=heads, n_kv_heads=kv_heads,
-        d_ff=3 * d, norm="rmsnorm", norm_eps=1e-5, ffn="swiglu", positional="rope", rope_base=500.0,
-        tie_embeddings=tie)).double().eval()
-    sd = hf.state_dict()
-    mapped = {"tok_emb.weight": sd["model.embed_tokens.weight"], "final_norm.weight": sd["model.norm.weight"],
-              "lm_head.weight": sd["lm_head.weight"]}
-    for i in range(layers):
-        h = f"model.layers.{i}."
-        mapped[f"blocks.{i}.attn_norm.weight"] = sd[h + "input_layernorm.weight"]
-        mapped[f"blocks.{i}.ffn_norm.weight"] = sd[h + "post_attention_layernorm.weight"]
-        for p in ("q", "k", "v", "o"):
-            mapped[f"blocks.{i}.attn.{p}_proj.weight"] = sd[h + f"self_attn.{p}_proj.weight"]
-        for p in ("gate", "up", "down"):
-            mapped[f"blocks.{i}.ffn.{p}_proj.weight"] = sd[h + f"mlp.{p}_proj.weight"]
-    ours.load_state_dict(mapped)
-    return hf, ours
 
 
 def ours_name(peft_name):

@@ -7,21 +7,7 @@ import torch
 from lmbook import model as M
 from lmbook import positional_experiments as PX
 from lmbook.positional import rope_inv_freq, sinusoidal_encoding, yarn_attention_factor
-
-
-class ListCache:
-    """A minimal cache for Transformer.forward's hook (chapter 7 builds the real one)."""
-
-    def __init__(self):
-        self.keys, self.values, self.seq_len = {}, {}, 0
-
-    def update(self, layer, k, v):
-        if layer in self.keys:
-            k, v = torch.cat([self.keys[layer], k], dim=-2), torch.cat([self.values[layer], v], dim=-2)
-        self.keys[layer], self.values[layer] = k, v
-        if layer == 0:
-            self.seq_len = k.shape[-2]
-        return k, v
+from test_model import ListCache
 
 
 def tiny(positional, **kw):

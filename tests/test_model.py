@@ -310,6 +310,10 @@ def test_bad_ids_are_rejected():
         model(torch.zeros(1, 9, dtype=torch.long))
     with pytest.raises(ValueError, match="fewer than seq_len"):
         M.train(model, torch.arange(5), config=M.TrainConfig(seq_len=8))
+    rope = M.Transformer(M.TransformerConfig(vocab_size=10, d_model=16, n_layers=1, n_heads=2))
+    for bad in (torch.arange(4), torch.arange(3.0), [0, 1, 2]):
+        with pytest.raises(ValueError, match=r"positions must be an integer tensor .* with T=3"):
+            rope(torch.tensor([[1, 2, 3]]), positions=bad)
 
 
 def test_strided_evaluate_scores_each_token_once_with_the_longest_context():

@@ -7,10 +7,14 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 NBVAL  := $(BIN)/pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly
+# Tests run on one torch thread per process (two share two cores) and without progress bars; readers get all
+# their cores.
+TEST_ENV := LMBOOK_THREADS=1 LMBOOK_QUIET=1
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 JB_BUILD := $(BIN)/jupyter-book build . --path-output _build/site
 
-.PHONY: install book test lint pytest nbval build-check test-site test-fresh lab outputs serve bench data student grade vendor clean
+.PHONY: install book test lint pytest nbval nbval-default test-repro build-check test-site test-fresh lab outputs serve bench data \
+        student grade vendor clean
 
 install: $(STAMP)
 
@@ -26,16 +30,32 @@ book: install
 	rm -rf _build/html && cp -r _build/site/_build/html _build/html
 	@echo "Site written to _build/html (open _build/html/index.html)"
 
-test: install lint pytest nbval build-check test-site test-fresh
+test: install lint pytest nbval nbval-default build-check test-site test-fresh
 
 lint: install
 	$(BIN)/ruff check lib tests benchmarks notebooks
 
 pytest: install
-	$(BIN)/pytest tests -q -n 2 --dist loadfile --ignore=tests/site --ignore=tests/fresh
+	$(TEST_ENV) $(BIN)/pytest tests -q -n 2 --dist loadfile --ignore=tests/site --ignore=tests/fresh
 
 nbval: install
-	LMBOOK_QUIET=1 $(NBVAL) -q -n 2 --dist loadfile $(NOTEBOOKS)
+	$(TEST_ENV) $(NBVAL) -q -n 2 --dist loadfile $(NOTEBOOKS)
+
+# The same check on torch's portable kernels (no SIMD): a machine with another CPU must print the same outputs.
+nbval-default: install
+	ATEN_CPU_CAPABILITY=default $(TEST_ENV) $(NBVAL) -q -n 2 --dist loadfile $(NOTEBOOKS)
+
+# The stored outputs under every code path that can change a float: torch's kernels for no SIMD, AVX2 and this
+# CPU's own; MKL's reproducible (CBWR) GEMM kernels in place of the ones it picks for this CPU; and 4 threads.
+REPRO_SETTINGS := native ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE LMBOOK_THREADS=4 \
+                  $(if $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo y),ATEN_CPU_CAPABILITY=avx2)
+test-repro: install
+	@failed=""; for setting in $(REPRO_SETTINGS); do \
+	  echo "== nbval with $$setting"; \
+	  env $(TEST_ENV) $$(test $$setting = native || echo $$setting) \
+	    $(NBVAL) -q -n 2 --dist loadfile $(NOTEBOOKS) || failed="$$failed $$setting"; \
+	done; \
+	if test -n "$$failed"; then echo "nbval failed with:$$failed"; exit 1; fi; echo "nbval passed with: $(REPRO_SETTINGS)"
 
 build-check: install
 	$(JB_BUILD) --all -W -n --keep-going
@@ -50,7 +70,7 @@ test-site: build-check student
 	  npm pack --silent requirejs@2.3.4 @jupyter-widgets/html-manager@1.0.6 >/dev/null && \
 	  mkdir -p requirejs html-manager && tar xzf requirejs-2.3.4.tgz -C requirejs && \
 	  tar xzf jupyter-widgets-html-manager-1.0.6.tgz -C html-manager)
-	$(BIN)/pytest tests/site -q -p no:randomly
+	$(TEST_ENV) $(BIN)/pytest tests/site -q -p no:randomly
 
 lab: install
 	$(BIN)/jupyter lab notebooks/
@@ -58,7 +78,7 @@ lab: install
 # Re-run every notebook top to bottom in place, storing outputs and widget state.
 outputs: install
 	for nb in $(or $(NB),$(NOTEBOOKS)); do \
-	  LMBOOK_QUIET=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	  $(TEST_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=True $$nb || exit 1; \
 	done
 
@@ -104,7 +124,7 @@ positional: install
 
 # Every notebook in a fresh, Colab-like environment, installing lmbook through its own set-up cell.
 test-fresh: install
-	$(BIN)/pytest tests/fresh -q -n 2 --dist load -p no:randomly
+	$(TEST_ENV) $(BIN)/pytest tests/fresh -q -n 2 --dist load -p no:randomly
 
 # The student edition: notebooks with solutions stubbed out, and the site built from them.
 student: install

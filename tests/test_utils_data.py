@@ -29,6 +29,31 @@ def test_default_device_honours_the_environment(monkeypatch):
         monkeypatch.setenv("LMBOOK_DEVICE", "cuda")
         with pytest.raises(ValueError, match="no CUDA"):
             utils.default_device()
+    if not torch.backends.mps.is_available():
+        monkeypatch.setenv("LMBOOK_DEVICE", "mps")
+        with pytest.raises(ValueError, match="no Apple-silicon GPU"):
+            utils.default_device()
+    monkeypatch.setenv("LMBOOK_DEVICE", "meta")  # a torch device the book does not run on
+    with pytest.raises(ValueError, match="'cpu', 'cuda' or 'mps', got 'meta'"):
+        utils.default_device()
+
+
+def test_setup_notebook_keeps_torchs_thread_count_unless_told(monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("LMBOOK_THREADS", raising=False)
+        torch.set_num_threads(3)
+        utils.setup_notebook()
+        assert torch.get_num_threads() == 3  # a reader keeps all their cores
+        monkeypatch.setenv("LMBOOK_THREADS", "2")
+        utils.setup_notebook()
+        assert torch.get_num_threads() == 2
+        for bad in ("0", "two", "-1"):
+            monkeypatch.setenv("LMBOOK_THREADS", bad)
+            with pytest.raises(ValueError, match=f"LMBOOK_THREADS must be a positive integer, got '{bad}'"):
+                utils.setup_notebook()
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_progress_is_quiet_under_test():

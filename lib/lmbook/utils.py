@@ -31,15 +31,20 @@ def seed_everything(seed: int = 0) -> None:
 def default_device() -> torch.device:
     """The device chapters compute on: CPU unless the environment variable LMBOOK_DEVICE names another.
 
-    ``LMBOOK_DEVICE=cuda`` runs the book on a GPU (outputs may then differ in the last digits).
+    ``LMBOOK_DEVICE=cuda`` runs the book on an NVIDIA GPU, ``LMBOOK_DEVICE=mps`` on an Apple-silicon Mac
+    (outputs may then differ in the last digits from the stored ones, which were computed on a CPU).
     """
     name = os.environ.get("LMBOOK_DEVICE", "cpu").strip() or "cpu"
     try:
         device = torch.device(name)
     except RuntimeError as err:
-        raise ValueError(f"LMBOOK_DEVICE must name a torch device such as 'cpu' or 'cuda', got {name!r}") from err
+        raise ValueError(f"LMBOOK_DEVICE must be 'cpu', 'cuda' or 'mps', got {name!r}") from err
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("LMBOOK_DEVICE is 'cuda' but torch sees no CUDA device; unset it to use the CPU")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("LMBOOK_DEVICE is 'mps' but torch sees no Apple-silicon GPU; unset it to use the CPU")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"LMBOOK_DEVICE must be 'cpu', 'cuda' or 'mps', got {name!r}")
     return device
 
 
@@ -70,19 +75,20 @@ def check_positive(name: str, value, *, allow_zero: bool = False) -> None:
 
 
 def setup_notebook(seed: int = 0) -> torch.device:
-    """What the first cell of every chapter does: seed, fix the thread count, set the plot style,
+    """What the first cell of every chapter does: seed, set the thread count, set the plot style,
     print the versions, and return the compute device.
 
-    Training results can change in the last digits with the number of CPU threads, so it is fixed:
-    1 by default (the tests run two notebooks at once on two cores), or LMBOOK_THREADS.
+    Readers get torch's own thread count (all their cores). ``LMBOOK_THREADS=n`` fixes it to n; the tests
+    run with 1, two notebooks at once on two cores. No stored output depends on it.
     """
     from . import __version__, plotting
 
     seed_everything(seed)
-    threads = os.environ.get("LMBOOK_THREADS", "1")
-    if not threads.isdigit() or int(threads) < 1:
-        raise ValueError(f"LMBOOK_THREADS must be a positive integer, got {threads!r}")
-    torch.set_num_threads(int(threads))
+    threads = os.environ.get("LMBOOK_THREADS", "").strip()
+    if threads:
+        if not threads.isdigit() or int(threads) < 1:
+            raise ValueError(f"LMBOOK_THREADS must be a positive integer, got {threads!r}")
+        torch.set_num_threads(int(threads))
     plotting.use_style()
     device = default_device()
     today = datetime.date.today().isoformat()

@@ -103,6 +103,12 @@ kv-cache-data: install
 model: install
 	$(PY) -m lmbook.model $(PARTS)
 
+# Chapter 6's pre-norm vs post-norm sweep (three learning rates, warm-up, three seeds):
+# writes lib/lmbook/data/norm_placement.json.gz; about 6 minutes on two cores.
+.PHONY: norm-placement
+norm-placement: install
+	$(PY) -m lmbook.experiments.norm_placement
+
 # Chapter 9's LoRA sweeps (SmolLM2 ranks and targets, full fine-tuning, the tiny model, intrinsic dimension):
 # writes lib/lmbook/data/lora_sweeps.json; needs the tiny model of `make model`; about an hour on a busy CPU.
 .PHONY: lora

@@ -45,8 +45,9 @@ nbval: install
 nbval-default: install
 	ATEN_CPU_CAPABILITY=default $(TEST_ENV) $(NBVAL) -q -n 2 --dist loadfile $(NOTEBOOKS)
 
-# The stored outputs under every code path that can change a float: torch's kernels for no SIMD, AVX2 and this
-# CPU's own; MKL's reproducible (CBWR) GEMM kernels in place of the ones it picks for this CPU; and 4 threads.
+# The stored outputs under the code paths that can change a float on x86: torch's kernels for no SIMD, AVX2 and
+# this CPU's own; MKL's reproducible (CBWR) GEMM kernels in place of the ones it picks for this CPU; 4 threads.
+# (oneDNN, the other library whose kernels depend on the CPU, runs no primitive in the book's code.)
 REPRO_SETTINGS := native ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE LMBOOK_THREADS=4 \
                   $(if $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo y),ATEN_CPU_CAPABILITY=avx2)
 test-repro: install
@@ -75,11 +76,13 @@ test-site: build-check student
 lab: install
 	$(BIN)/jupyter lab notebooks/
 
-# Re-run every notebook top to bottom in place, storing outputs and widget state.
+# Re-run every notebook top to bottom in place, storing outputs and widget state (and waiting for every output:
+# nbclient would otherwise drop what arrives more than 4 s after a cell finishes on a busy machine).
 outputs: install
 	for nb in $(or $(NB),$(NOTEBOOKS)); do \
 	  $(TEST_ENV) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-	    --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=True $$nb || exit 1; \
+	    --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=True \
+	    --ExecutePreprocessor.iopub_timeout=120 --ExecutePreprocessor.raise_on_iopub_timeout=True $$nb || exit 1; \
 	done
 
 serve: book
@@ -104,10 +107,10 @@ model: install
 	$(PY) -m lmbook.model $(PARTS)
 
 # Chapter 6's pre-norm vs post-norm sweep (three learning rates, warm-up, three seeds):
-# writes lib/lmbook/data/norm_placement.json.gz; about 6 minutes on two cores.
+# writes lib/lmbook/data/norm_placement.json.gz; about 6 minutes on one core.
 .PHONY: norm-placement
 norm-placement: install
-	$(PY) -m lmbook.experiments.norm_placement
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.norm_placement
 
 # Chapter 9's LoRA sweeps (SmolLM2 ranks and targets, full fine-tuning, the tiny model, intrinsic dimension):
 # writes lib/lmbook/data/lora_sweeps.json; needs the tiny model of `make model`; about an hour on a busy CPU.

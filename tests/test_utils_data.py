@@ -33,6 +33,13 @@ def test_default_device_honours_the_environment(monkeypatch):
         monkeypatch.setenv("LMBOOK_DEVICE", "mps")
         with pytest.raises(ValueError, match="no Apple-silicon GPU"):
             utils.default_device()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a machine with one GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("LMBOOK_DEVICE", "cuda:7")
+    with pytest.raises(ValueError, match="'cuda:7' but torch sees 1 CUDA device"):
+        utils.default_device()
+    monkeypatch.setenv("LMBOOK_DEVICE", "cuda:0")
+    assert utils.default_device() == torch.device("cuda:0")
     monkeypatch.setenv("LMBOOK_DEVICE", "meta")  # a torch device the book does not run on
     with pytest.raises(ValueError, match="'cpu', 'cuda' or 'mps', got 'meta'"):
         utils.default_device()

@@ -422,8 +422,8 @@ def hierarchical_softmax_log_prob(h: torch.Tensor, node_vectors: torch.Tensor, p
 
 def fit_sgns_to_counts(counts, dim: int, negatives: int = 5, steps: int = 2000, lr: float = 0.05,
                        seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Minimise the expected SGNS loss on a pair-count matrix by full-batch Adam with a cosine-decayed
-    learning rate (Levy & Goldberg 2014).
+    """Minimise the expected SGNS loss on a pair-count matrix (Levy & Goldberg 2014) by full-batch Adam with a
+    cosine-decayed learning rate.
 
     loss(W, C) = -sum_{w,c} [ #(w,c) log s(W_w . C_c) + K #(w) #(c) / |D| log s(-W_w . C_c) ]
     with #(w), #(c) the row and column sums and |D| the total (negatives drawn from the context
@@ -438,8 +438,9 @@ def fit_sgns_to_counts(counts, dim: int, negatives: int = 5, steps: int = 2000, 
     C = (torch.randn(counts.shape[1], dim, generator=g, dtype=torch.float64) * 0.1).requires_grad_()
     expected_negatives = negatives * torch.outer(counts.sum(1), counts.sum(0)) / counts.sum()  # (V, V')
     optimizer = torch.optim.Adam([W, C], lr=lr)
-    # A cosine decay to 0: at a constant rate Adam never settles (its steps stay about lr long, in a direction
-    # set by the last bits of the gradient), so the end point would differ between CPUs.
+    # A cosine decay to 0. At a constant rate Adam's per-coordinate steps need not shrink as the gradient
+    # vanishes: it keeps moving by up to lr, in directions set by rounding, so the end point would differ
+    # between CPUs.
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
     with _one_thread():
         for _ in range(steps):

@@ -41,6 +41,8 @@ def default_device() -> torch.device:
         raise ValueError(f"LMBOOK_DEVICE must be 'cpu', 'cuda' or 'mps', got {name!r}") from err
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("LMBOOK_DEVICE is 'cuda' but torch sees no CUDA device; unset it to use the CPU")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"LMBOOK_DEVICE is {name!r} but torch sees {torch.cuda.device_count()} CUDA device(s)")
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError("LMBOOK_DEVICE is 'mps' but torch sees no Apple-silicon GPU; unset it to use the CPU")
     if device.type not in ("cpu", "cuda", "mps"):

@@ -30,7 +30,10 @@ import json, sys, nbformat
 from nbclient import NotebookClient
 path = sys.argv[1]
 nb = nbformat.read(path, as_version=4)
-NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
+# nbclient waits only 4 s by default for a cell's last outputs after the cell has finished, then drops them
+# silently: on a loaded machine a check's message could go missing. Wait longer, and fail loudly if it runs out.
+NotebookClient(nb, timeout=900, startup_timeout=300, iopub_timeout=120, raise_on_iopub_timeout=True,
+               kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
 checks = ["".join(o.get("text", "")) for c in nb.cells if c.cell_type == "code" and "checks.check_" in c.source
           for o in c.outputs]
 print(json.dumps(checks))

@@ -32,7 +32,7 @@ def default_device() -> torch.device:
     """The device chapters compute on: CPU unless the environment variable LMBOOK_DEVICE names another.
 
     ``LMBOOK_DEVICE=cuda`` runs the book on an NVIDIA GPU, ``LMBOOK_DEVICE=mps`` on an Apple-silicon Mac
-    (outputs may then differ in the last digits from the stored ones, which were computed on a CPU).
+    (outputs may then differ from the stored ones, which were computed on a CPU).
     """
     name = os.environ.get("LMBOOK_DEVICE", "cpu").strip() or "cpu"
     try:

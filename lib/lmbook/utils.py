@@ -81,7 +81,8 @@ def setup_notebook(seed: int = 0) -> torch.device:
     print the versions, and return the compute device.
 
     Readers get torch's own thread count (all their cores). ``LMBOOK_THREADS=n`` fixes it to n; the tests
-    run with 1, two notebooks at once on two cores. No stored output depends on it.
+    run with 1, two notebooks at once on two cores. The stored outputs are checked with 1 and 4 threads
+    (``make test-repro``).
     """
     from . import __version__, plotting
 

@@ -3,12 +3,12 @@
 The same 6-block model (width 64) is trained on the manual's word stream with each placement of the norm, at
 three constant learning rates without warm-up, and post-norm once more with a linear warm-up at the two
 higher rates, from three seeds each: 24 runs of about 15 seconds, too slow to redo while the chapter runs.
-Single runs of this size also differ in their last digits between CPUs, so the chapter shows every seed of
-the stored runs. ``make norm-placement`` (about 6 minutes on one core) writes
+Single runs of this size also differ in their last digits between CPUs, so the chapter loads the stored runs
+instead of redoing them, and shows every seed. ``make norm-placement`` (about 6 minutes on one core) writes
 ``lmbook/data/norm_placement.json.gz``.
 
-Left out: gradient clipping and learning-rate decay, which also damp the first steps and would blur the effect
-of the warm-up.
+Left out: gradient clipping, which also damps the first steps, and learning-rate decay, which lowers the rate
+later; either would blur the effect of the warm-up.
 """
 
 from __future__ import annotations

@@ -34,8 +34,10 @@ nb = nbformat.read(path, as_version=4)
 # silently: on a loaded machine a check's message could go missing. Wait longer, and fail loudly if it runs out.
 NotebookClient(nb, timeout=900, startup_timeout=300, iopub_timeout=120, raise_on_iopub_timeout=True,
                kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
-checks = ["".join(o.get("text", "")) for c in nb.cells if c.cell_type == "code" and "checks.check_" in c.source
-          for o in c.outputs]
+# One message per check cell: a print can reach the notebook as several stream outputs (its text, then its
+# newline) when the kernel flushes stdout in between, so a cell's outputs are joined, never read one by one.
+checks = ["".join(o.get("text", "") for o in c.outputs) for c in nb.cells
+          if c.cell_type == "code" and "checks.check_" in c.source]
 print(json.dumps(checks))
 """
 

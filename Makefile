@@ -94,42 +94,42 @@ bench: install
 data: install
 	$(PY) -m lmbook.data
 
-# Chapter 7's SmolLM2 measurements (decode timings, streaming perplexity), about 15 minutes on a busy CPU.
+# Chapter 11's SmolLM2 measurements (decode timings, streaming perplexity), about 15 minutes on a busy CPU.
 .PHONY: kv-cache-data
 kv-cache-data: install
-	$(PY) -m lmbook.kv_cache_sweep
+	$(PY) -m lmbook.experiments.kv_cache_sweep
 
-# Chapter 6's stored results: the tiny Transformer's weights (lib/lmbook/data/tiny_transformer.pt), SmolLM2's
+# Chapter 9's stored results: the tiny Transformer's weights (lib/lmbook/data/tiny_transformer.pt), SmolLM2's
 # load times and score on the validation split (smollm2_validation.json.gz) and its decoding comparison
 # (smollm2_decoding.json.gz). `make model PARTS="tiny smollm2"` redoes only those parts.
 .PHONY: model
 model: install
-	$(PY) -m lmbook.model $(PARTS)
+	$(PY) -m lmbook.experiments.model_runs $(PARTS)
 
-# Chapter 6's pre-norm vs post-norm sweep (three learning rates, warm-up, three seeds):
+# Chapter 9's pre-norm vs post-norm sweep (three learning rates, warm-up, three seeds):
 # writes lib/lmbook/data/norm_placement.json.gz; about 6 minutes on one core.
 .PHONY: norm-placement
 norm-placement: install
 	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.norm_placement
 
-# Chapter 9's LoRA sweeps (SmolLM2 ranks and targets, full fine-tuning, the tiny model, intrinsic dimension):
+# Chapter 15's LoRA sweeps (SmolLM2 ranks and targets, full fine-tuning, the tiny model, intrinsic dimension):
 # writes lib/lmbook/data/lora_sweeps.json; needs the tiny model of `make model`; about an hour on a busy CPU.
 .PHONY: lora
 lora: install
-	LMBOOK_THREADS=1 $(PY) -m lmbook.lora_experiment
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.lora_task
 
-# Chapter 10's DPO runs (SmolLM2's candidate replies, reward-model features, DPO with LoRA for five betas):
+# Chapter 16's DPO runs (SmolLM2's candidate replies, reward-model features, DPO with LoRA for five betas):
 # writes lib/lmbook/data/dpo_runs.json.gz and dpo_features.npz; finished stages are kept (delete the files to
 # start over); one to two hours on a busy CPU.
 .PHONY: dpo
 dpo: install
-	LMBOOK_THREADS=1 $(PY) -m lmbook.preference_experiment
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.preference_task
 
-# Chapter 8's length-extrapolation experiments (tiny models with five position schemes, SmolLM2 distance probe):
+# Chapter 12's length-extrapolation experiments (tiny models with five position schemes, SmolLM2 distance probe):
 # writes lib/lmbook/data/positional_{tiny,smollm2}.json.gz; about an hour on a busy CPU.
 .PHONY: positional
 positional: install
-	LMBOOK_THREADS=1 $(PY) -m lmbook.positional_experiments
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.positional_runs
 
 # Every notebook in a fresh, Colab-like environment, installing lmbook through its own set-up cell.
 test-fresh: install
@@ -138,7 +138,7 @@ test-fresh: install
 # The student edition: notebooks with solutions stubbed out, and the site built from them.
 student: install
 	rm -rf _build/student && mkdir -p _build/student/src
-	$(PY) -m lmbook.teaching _build/student/notebooks $(NOTEBOOKS)
+	$(PY) -m lmbook.teaching.student _build/student/notebooks $(NOTEBOOKS)
 	cp -r book _config.yml _toc.yml _build/student/src/ && cp -r _build/student/notebooks _build/student/src/
 	HIDE_SOLUTIONS=1 $(BIN)/jupyter-book build _build/student/src --path-output _build/student/site
 	rm -rf _build/student/html && cp -r _build/student/site/_build/html _build/student/html
@@ -147,7 +147,7 @@ student: install
 # Grade submitted notebooks: make grade SUBMISSIONS=dir (student/NN_name.ipynb or NN_name.ipynb files).
 grade: install
 	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=dir [GRADES=_build/grades]"; exit 2)
-	$(PY) -m lmbook.grading $(SUBMISSIONS) $(or $(GRADES),_build/grades) notebooks
+	$(PY) -m lmbook.teaching.grading $(SUBMISSIONS) $(or $(GRADES),_build/grades) notebooks
 
 # Re-vendor MathJax and the widget manager's icon fonts (needs npm); the copies in book/ are committed.
 MATHJAX_VERSION := 3.2.2

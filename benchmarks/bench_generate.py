@@ -13,7 +13,7 @@ import statistics
 
 import torch
 from common import alternate, cached_generators, table
-from lmbook.model import load_smollm2
+from lmbook.pretrained import load_smollm2
 from lmbook.tokenization import smollm2_gguf_path
 
 PROMPT_TOKENS = int(os.environ.get("BENCH_PROMPT_TOKENS", "128"))

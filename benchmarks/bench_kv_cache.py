@@ -21,6 +21,7 @@ import torch
 from common import alternate, cached_generators, table
 from lmbook import data
 from lmbook import model as M
+from lmbook import pretrained as PT
 from lmbook.kv_cache import KVCache
 from lmbook.tokenization import BPETokenizer
 
@@ -63,7 +64,7 @@ def transformers_copy(model):
 
 
 def smollm2_rows() -> tuple[list[list], str]:
-    ours = M.load_smollm2()
+    ours = PT.load_smollm2()
     theirs = transformers_copy(ours)
     text_ids = BPETokenizer.from_gguf().encode(data.documents()["string-methods"])
     ids = torch.tensor([text_ids[:PROMPT_TOKENS]])
@@ -98,8 +99,8 @@ def smollm2_rows() -> tuple[list[list], str]:
 
 
 def tiny_rows() -> list[list]:
-    if M.TINY_PATH.exists():
-        tiny, _ = M.load_tiny()
+    if PT.TINY_PATH.exists():
+        tiny, _ = PT.load_tiny()
     else:  # the tiny model's shape; timings do not depend on the weights
         tiny = M.Transformer(M.TransformerConfig(vocab_size=2404, d_model=128, n_layers=3, n_heads=4)).eval()
     rows = []

@@ -35,7 +35,7 @@ def child(kind: str, threads: int) -> dict:
     import torch
     import torch.nn.functional as F
     from lmbook import lora
-    from lmbook.model import load_smollm2
+    from lmbook.pretrained import load_smollm2
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

@@ -1,110 +1,126 @@
-"""Chapter 5's self-checks accept the right answer and reject plausible wrong ones with a useful message."""
+"""Chapter 5's self-checks accept the right answer and reject plausible wrong ones with a message."""
 
+import codecs
 import math
 
-import pytest
-import torch
-from check_helpers import accepts_then_rejects
+from check_helpers import verdict
 from lmbook import checks
-from lmbook.checks import RESULTS
 
 
-def masked_softmax(scores, mask):
-    scores = scores.masked_fill(~mask, float("-inf"))
-    m = scores.amax(dim=-1, keepdim=True)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    e = torch.exp(scores - m)
-    total = e.sum(dim=-1, keepdim=True)
-    return e / torch.where(total > 0, total, torch.ones_like(total))
+def test_wordpiece_by_hand(capsys):
+    right = math.log(0.02 / (0.06 * 0.04))
+    ok, out = verdict(capsys, checks.check_wordpiece_by_hand, right, "wordpiece_by_hand")
+    assert ok and "✓" in out
+    seed_formula = math.log(0.06 / (0.06 * 0.04))  # erratum E93: P(x) in the numerator
+    ok, out = verdict(capsys, checks.check_wordpiece_by_hand, seed_formula, "wordpiece_by_hand")
+    assert not ok and "hint" in out
+    raw_counts = math.log(40 / (120 * 80))  # forgot to normalise by the total
+    assert not verdict(capsys, checks.check_wordpiece_by_hand, raw_counts, "wordpiece_by_hand")[0]
 
 
-def masked_softmax_torch_nn_convention(scores, mask):
-    return masked_softmax(scores, ~mask)  # True = blocked, as nn.MultiheadAttention's masks
+def good_merge_pair(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
 
 
-def masked_softmax_big_negative(scores, mask):
-    return torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)  # a fully masked row becomes uniform
+def test_merge_pair(capsys):
+    assert verdict(capsys, checks.check_merge_pair, good_merge_pair, "merge_pair")[0]
+
+    def advances_by_one(ids, pair, new_id):  # after a merge, steps one position instead of two
+        out, i = [], 0
+        while i < len(ids):
+            out.append(new_id if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair) else ids[i])
+            i += 1
+        return out
+
+    ok, out = verdict(capsys, checks.check_merge_pair, advances_by_one, "merge_pair")
+    assert not ok and "differs" in out
+
+    def misses_last(ids, pair, new_id):  # off by one: never looks at the last position
+        out, i = [], 0
+        while i < len(ids) - 1:
+            if (ids[i], ids[i + 1]) == pair:
+                out.append(new_id)
+                i += 2
+            else:
+                out.append(ids[i])
+                i += 1
+        return out
+
+    ok, out = verdict(capsys, checks.check_merge_pair, misses_last, "merge_pair")
+    assert not ok and "differs" in out
+    ok, out = verdict(capsys, checks.check_merge_pair, good_merge_pair([1, 2], (1, 2), 3), "merge_pair")
+    assert not ok and "without calling it" in out
 
 
-def masked_softmax_no_max(scores, mask):
-    e = torch.exp(scores) * mask
-    return e / e.sum(dim=-1, keepdim=True).clamp_min(1e-30)  # overflows for large scores
+def test_stream_decode(capsys):
+    def good(pieces):  # utf_8_decode with final=False reports how many bytes it could use
+        buffer, out = b"", []
+        for p in pieces:
+            text, used = codecs.utf_8_decode(buffer + p, "replace", False)
+            buffer = (buffer + p)[used:]
+            out.append(text)
+        if out and buffer:
+            out[-1] += buffer.decode("utf-8", errors="replace")
+        return out
 
+    assert verdict(capsys, checks.check_stream_decode, good, "stream_decode")[0]
 
-def expand_kv(x, n_rep):
-    return x.repeat_interleave(n_rep, dim=1)
+    def each_alone(pieces):  # decodes every token on its own: cut characters become U+FFFD
+        return [p.decode("utf-8", errors="replace") for p in pieces]
 
+    ok, out = verdict(capsys, checks.check_stream_decode, each_alone, "stream_decode")
+    assert not ok and "print nothing until" in out
 
-def expand_kv_tiled(x, n_rep):
-    return x.repeat(1, n_rep, 1, 1)  # heads 0, 1, 2, 0, 1, 2: the wrong grouping
+    def no_flush(pieces):  # holds back correctly but forgets the incomplete tail at the end
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return [decoder.decode(p) for p in pieces]
 
+    ok, out = verdict(capsys, checks.check_stream_decode, no_flush, "stream_decode")
+    assert not ok and "flush" in out
 
-def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, bytes_per_value=2, batch=1):
-    return 2 * n_layers * n_kv_heads * d_head * seq_len * bytes_per_value * batch
-
-
-def kv_cache_bytes_keys_only(n_layers, n_kv_heads, d_head, seq_len, bytes_per_value=2, batch=1):
-    return n_layers * n_kv_heads * d_head * seq_len * bytes_per_value * batch
-
-
-def online_attention(q, K, V, block_size):
-    m, total, acc = -math.inf, 0.0, torch.zeros(V.shape[-1], dtype=V.dtype)
-    for start in range(0, K.shape[0], block_size):
-        s = K[start:start + block_size] @ q / math.sqrt(q.shape[-1])
-        m_new = max(m, s.max().item())
-        p = torch.exp(s - m_new)
-        c = math.exp(m - m_new)
-        total = total * c + p.sum()
-        acc = acc * c + p @ V[start:start + block_size]
-        m = m_new
-    return acc / total
-
-
-def online_attention_no_rescale(q, K, V, block_size):
-    m, total, acc = -math.inf, 0.0, torch.zeros(V.shape[-1], dtype=V.dtype)
-    for start in range(0, K.shape[0], block_size):
-        s = K[start:start + block_size] @ q / math.sqrt(q.shape[-1])
-        m = max(m, s.max().item())
-        p = torch.exp(s - m)
-        total = total + p.sum()  # forgets to rescale what was summed under the old maximum
-        acc = acc + p @ V[start:start + block_size]
-    return acc / total
-
-
-def online_attention_unscaled(q, K, V, block_size):
-    return online_attention(q * math.sqrt(q.shape[-1]), K, V, block_size)  # no 1/sqrt(d)
-
-
-@pytest.mark.parametrize(
-    "check, good, bad, message",
-    [
-        ("masked_softmax", masked_softmax, masked_softmax_torch_nn_convention, "True means *attend*"),
-        ("masked_softmax", masked_softmax, masked_softmax_big_negative, "not uniform"),
-        ("masked_softmax", masked_softmax, masked_softmax_no_max, "maximum"),
-        ("expand_kv", expand_kv, expand_kv_tiled, "repeat_interleave"),
-        ("kv_cache_bytes", kv_cache_bytes, kv_cache_bytes_keys_only, "factor 2"),
-        ("online_attention", online_attention, online_attention_no_rescale, "rescale"),
-        ("online_attention", online_attention, online_attention_unscaled, "case 1"),
-    ],
-)
-def test_check_accepts_the_answer_and_rejects_a_plausible_mistake(check, good, bad, message, capsys):
-    accepts_then_rejects(capsys, check, good, bad, message)
-
-
-def test_by_hand_answer_and_not_attempted(capsys):
-    checks.check_attention_by_hand(math.e / (2 + math.e))
-    assert RESULTS["attention_by_hand"] is True
-    checks.check_attention_by_hand(2 / 4)  # normalising the raw scores [1, 1, 2] instead of their exponentials
-    assert RESULTS["attention_by_hand"] is False and "e^2" in capsys.readouterr().out
-
-    def stub(*args, **kwargs):
+    def not_implemented(pieces):
         raise NotImplementedError
 
-    checks.check_expand_kv(stub)
-    assert RESULTS["expand_kv"] is False and "not attempted" in capsys.readouterr().out
+    ok, out = verdict(capsys, checks.check_stream_decode, not_implemented, "stream_decode")
+    assert not ok and "not attempted" in out
 
 
-def test_student_exception_is_reported_not_raised(capsys):
-    checks.check_masked_softmax(lambda scores, mask: scores[mask.shape[0] + 10, 0])
-    out = capsys.readouterr().out
-    assert RESULTS["masked_softmax"] is False and "IndexError" in out
+def test_best_segmentation(capsys):
+    def good(word, logp):
+        best, back = [0.0] + [-math.inf] * len(word), [0] * (len(word) + 1)
+        for j in range(1, len(word) + 1):
+            for i in range(j):
+                if word[i:j] in logp and best[i] + logp[word[i:j]] > best[j]:
+                    best[j], back[j] = best[i] + logp[word[i:j]], i
+        pieces, j = [], len(word)
+        while j:
+            pieces.append(word[back[j]:j])
+            j = back[j]
+        return pieces[::-1]
+
+    assert verdict(capsys, checks.check_best_segmentation, good, "best_segmentation")[0]
+
+    def greedy_longest(word, logp):  # longest-match-first (WordPiece's encoder), not the most probable
+        pieces, i = [], 0
+        while i < len(word):
+            j = max(j for j in range(i + 1, len(word) + 1) if word[i:j] in logp)
+            pieces.append(word[i:j])
+            i = j
+        return pieces
+
+    ok, out = verdict(capsys, checks.check_best_segmentation, greedy_longest, "best_segmentation")
+    assert not ok and "summed log-probabilities" in out
+
+    def crashes(word, logp):
+        return [logp[word[::-1]]]  # a KeyError: 'reti' is not a piece
+
+    ok, out = verdict(capsys, checks.check_best_segmentation, crashes, "best_segmentation")
+    assert not ok and "KeyError" in out

@@ -1,107 +1,102 @@
 """Chapter 6's self-checks accept the right answer and reject plausible wrong ones with a message."""
 
-import torch
+import heapq
+import math
+
 from check_helpers import verdict
-from lmbook import checks, decoding
-from lmbook.model import Transformer, TransformerConfig
+from lmbook import checks
 
 
-def test_deepnorm_alpha(capsys):
-    ok, out = verdict(capsys, checks.check_deepnorm_alpha, 200 ** 0.25, "deepnorm_alpha")
+def log_sigmoid(x):
+    return math.log(1 / (1 + math.exp(-x)))
+
+
+def test_sgns_by_hand(capsys):
+    right = log_sigmoid(2) + log_sigmoid(1) + log_sigmoid(-0.5)
+    ok, out = verdict(capsys, checks.check_sgns_by_hand, right, "sgns_by_hand")
     assert ok and "✓" in out
-    ok, out = verdict(capsys, checks.check_deepnorm_alpha, 1 / (4 * 100) ** 0.5, "deepnorm_alpha")  # erratum E81
-    assert not ok and "skip path" in out
-    assert not verdict(capsys, checks.check_deepnorm_alpha, 8 * 100 ** -0.25, "deepnorm_alpha")[0]
+    product = log_sigmoid(2) * (log_sigmoid(1) + log_sigmoid(-0.5))  # erratum E94
+    ok, out = verdict(capsys, checks.check_sgns_by_hand, product, "sgns_by_hand")
+    assert not ok and "sum" in out
+    no_minus = log_sigmoid(2) + log_sigmoid(-1) + log_sigmoid(0.5)  # forgot to negate the negatives' scores
+    assert not verdict(capsys, checks.check_sgns_by_hand, no_minus, "sgns_by_hand")[0]
 
 
-def test_rms_norm(capsys):
-    def good(x, weight, eps=1e-6):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+def test_context_pairs(capsys):
+    def good(sentence, window):
+        out = []
+        for i, centre in enumerate(sentence):
+            for j in range(max(0, i - window), min(len(sentence), i + window + 1)):
+                if j != i:
+                    out.append((centre, sentence[j]))
+        return out
 
-    assert verdict(capsys, checks.check_rms_norm, good, "rms_norm")[0]
+    assert verdict(capsys, checks.check_context_pairs, good, "context_pairs")[0]
 
-    def layer_norm(x, weight, eps=1e-6):  # centres first
-        x = x - x.mean(-1, keepdim=True)
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+    def one_sided(sentence, window):  # only looks to the right
+        return [(sentence[i], sentence[j]) for i in range(len(sentence))
+                for j in range(i + 1, min(len(sentence), i + window + 1))]
 
-    ok, out = verdict(capsys, checks.check_rms_norm, layer_norm, "rms_norm")
-    assert not ok and "mean" in out
+    ok, out = verdict(capsys, checks.check_context_pairs, one_sided, "context_pairs")
+    assert not ok and "differs" in out
 
-    def eps_outside(x, weight, eps=1e-6):
-        return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * weight
+    def skips_equal_words(sentence, window):  # drops contexts equal to the centre word
+        return [(c, w) for c, w in good(sentence, window) if c != w]
 
-    assert not verdict(capsys, checks.check_rms_norm, eps_outside, "rms_norm")[0]
-
-    def wrong_axis(x, weight, eps=1e-6):
-        return x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * weight
-
-    assert not verdict(capsys, checks.check_rms_norm, wrong_axis, "rms_norm")[0]
-
-
-def test_count_parameters(capsys):
-    def good(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings=True):
-        cfg = TransformerConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
-                                n_kv_heads=n_kv_heads, d_ff=d_ff, tie_embeddings=tie_embeddings)
-        if vocab_size > 10000:  # SmolLM2: count without building 134M parameters
-            hd = d_model // n_heads
-            block = 2 * d_model * d_model + 2 * d_model * n_kv_heads * hd + 3 * d_model * d_ff + 2 * d_model
-            return vocab_size * d_model + n_layers * block + d_model
-        return Transformer(cfg).num_parameters()  # the real model is the reference for the small cases
-
-    ok, out = verdict(capsys, checks.check_count_parameters, good, "count_parameters")
-    assert ok, out
-
-    def mha_only(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings=True):  # ignores GQA
-        block = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model
-        return vocab_size * d_model * (1 if tie_embeddings else 2) + n_layers * block + d_model
-
-    ok, out = verdict(capsys, checks.check_count_parameters, mha_only, "count_parameters")
-    assert not ok and "n_kv_heads" in out
-
-    def no_final_norm(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings=True):
-        return good(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings) - d_model
-
-    assert not verdict(capsys, checks.check_count_parameters, no_final_norm, "count_parameters")[0]
+    ok, out = verdict(capsys, checks.check_context_pairs, skips_equal_words, "context_pairs")
+    assert not ok and "own position" in out
 
 
-def test_top_p_filter(capsys):
-    ok, out = verdict(capsys, checks.check_top_p_filter, decoding.top_p_filter, "top_p_filter")
-    assert ok and "✓" in out
+def test_fasttext_ngrams(capsys):
+    def good(word, n_min, n_max):
+        w = "<" + word + ">"
+        return [w[i:i + n] for n in range(n_min, n_max + 1) for i in range(len(w) - n + 1) if w[i:i + n] != w]
 
-    def stops_below_p(logits, p):  # keeps only tokens whose cumulative mass, themselves included, is <= p
-        probs, order = logits.softmax(-1).sort(-1, descending=True)
-        drop = probs.cumsum(-1) > p
-        return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    assert verdict(capsys, checks.check_fasttext_ngrams, good, "fasttext_ngrams")[0]
 
-    ok, out = verdict(capsys, checks.check_top_p_filter, stops_below_p, "top_p_filter")
-    assert not ok and "crosses" in out
+    def no_markers(word, n_min, n_max):
+        return [word[i:i + n] for n in range(n_min, n_max + 1) for i in range(len(word) - n + 1)]
 
-    def unsorted(logits, p):  # accumulates in vocabulary order
-        drop = (logits.softmax(-1).cumsum(-1) - logits.softmax(-1)) >= p
-        return logits.masked_fill(drop, float("-inf"))
+    ok, out = verdict(capsys, checks.check_fasttext_ngrams, no_markers, "fasttext_ngrams")
+    assert not ok and "'<pl'" in out
 
-    assert not verdict(capsys, checks.check_top_p_filter, unsorted, "top_p_filter")[0]
+    def keeps_whole_word(word, n_min, n_max):
+        w = "<" + word + ">"
+        return [w[i:i + n] for n in range(n_min, n_max + 1) for i in range(len(w) - n + 1)]
+
+    ok, out = verdict(capsys, checks.check_fasttext_ngrams, keeps_whole_word, "fasttext_ngrams")
+    assert not ok and "differs" in out
 
 
-def test_distinct_n(capsys):
-    assert verdict(capsys, checks.check_distinct_n, decoding.distinct_n, "distinct_n")[0]
+def test_noise_distribution(capsys):
+    def good(counts, power):
+        weights = [c ** power for c in counts]
+        return [w / sum(weights) for w in weights]
 
-    def distinct_over_types(sequences, n):  # divides by the number of distinct tokens instead
-        grams = [tuple(s[i:i + n]) for s in sequences for i in range(len(s) - n + 1)]
-        return len(set(grams)) / len({t for s in sequences for t in s})
+    assert verdict(capsys, checks.check_noise_distribution, good, "noise_distribution")[0]
 
-    assert not verdict(capsys, checks.check_distinct_n, distinct_over_types, "distinct_n")[0]
+    def unnormalised(counts, power):
+        total = sum(counts)
+        return [(c / total) ** power for c in counts]
 
-    def crosses_sequences(sequences, n):  # concatenates the sequences first
-        flat = [t for s in sequences for t in s]
-        grams = [tuple(flat[i:i + n]) for i in range(len(flat) - n + 1)]
-        return len(set(grams)) / len(grams)
+    ok, out = verdict(capsys, checks.check_noise_distribution, unnormalised, "noise_distribution")
+    assert not ok and "differs" in out
 
-    ok, out = verdict(capsys, checks.check_distinct_n, crosses_sequences, "distinct_n")
-    assert not ok and "hint" in out
 
-    def off_by_one(sequences, n):  # misses the last n-gram of each sequence
-        grams = [tuple(s[i:i + n]) for s in sequences for i in range(len(s) - n)]
-        return len(set(grams)) / len(grams)
+def test_expected_path_length(capsys):
+    def good(counts):  # the weighted depth is the sum of the merged weights, over the total
+        heap, cost = list(counts), 0
+        heapq.heapify(heap)
+        while len(heap) > 1:
+            a, b = heapq.heappop(heap), heapq.heappop(heap)
+            cost += a + b
+            heapq.heappush(heap, a + b)
+        return cost / sum(counts)
 
-    assert not verdict(capsys, checks.check_distinct_n, off_by_one, "distinct_n")[0]
+    assert verdict(capsys, checks.check_expected_path_length, good, "expected_path_length")[0]
+
+    def balanced_tree(counts):  # ignores the counts: a balanced tree of depth ceil(log2 V)
+        return float(math.ceil(math.log2(len(counts))))
+
+    ok, out = verdict(capsys, checks.check_expected_path_length, balanced_tree, "expected_path_length")
+    assert not ok and "frequent words" in out

@@ -2,98 +2,106 @@
 
 import torch
 from check_helpers import verdict
-from lmbook import checks
+from lmbook import checks, decoding
+from lmbook.model import Transformer, TransformerConfig
 
 
-def test_mlp_lora_count(capsys):
-    ok, out = verdict(capsys, checks.check_mlp_lora_count, 760_320, "mlp_lora_count")
+def test_deepnorm_alpha(capsys):
+    ok, out = verdict(capsys, checks.check_deepnorm_alpha, 200 ** 0.25, "deepnorm_alpha")
     assert ok and "✓" in out
-    ok, out = verdict(capsys, checks.check_mlp_lora_count, 30 * 3 * 4 * 576, "mlp_lora_count")  # only A's side
-    assert not ok and "r (in + out)" in out
-    assert not verdict(capsys, checks.check_mlp_lora_count, 30 * 3 * 576 * 1536, "mlp_lora_count")[0]  # full
-    assert not verdict(capsys, checks.check_mlp_lora_count, 3 * 4 * (576 + 1536), "mlp_lora_count")[0]  # 1 block
+    ok, out = verdict(capsys, checks.check_deepnorm_alpha, 1 / (4 * 100) ** 0.5, "deepnorm_alpha")  # erratum E81
+    assert not ok and "skip path" in out
+    assert not verdict(capsys, checks.check_deepnorm_alpha, 8 * 100 ** -0.25, "deepnorm_alpha")[0]
 
 
-def test_captured_energy(capsys):
-    def good(delta, r):
-        s = torch.linalg.svdvals(delta)
-        return (s[:r] ** 2).sum().item() / (s ** 2).sum().item()
+def test_rms_norm(capsys):
+    def good(x, weight, eps=1e-6):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
-    assert verdict(capsys, checks.check_captured_energy, good, "captured_energy")[0]
+    assert verdict(capsys, checks.check_rms_norm, good, "rms_norm")[0]
 
-    def unsquared(delta, r):
-        s = torch.linalg.svdvals(delta)
-        return (s[:r].sum() / s.sum()).item()
+    def layer_norm(x, weight, eps=1e-6):  # centres first
+        x = x - x.mean(-1, keepdim=True)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
-    ok, out = verdict(capsys, checks.check_captured_energy, unsquared, "captured_energy")
-    assert not ok and "square" in out
+    ok, out = verdict(capsys, checks.check_rms_norm, layer_norm, "rms_norm")
+    assert not ok and "mean" in out
 
-    def off_by_one(delta, r):
-        s = torch.linalg.svdvals(delta)
-        return ((s[:r + 1] ** 2).sum() / (s ** 2).sum()).item()
+    def eps_outside(x, weight, eps=1e-6):
+        return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * weight
 
-    assert not verdict(capsys, checks.check_captured_energy, off_by_one, "captured_energy")[0]
+    assert not verdict(capsys, checks.check_rms_norm, eps_outside, "rms_norm")[0]
 
-    def unsorted(delta, r):  # the diagonal in its own order
-        s = torch.diagonal(delta) if delta.shape[0] == delta.shape[1] else torch.linalg.svdvals(delta)
-        s = s.abs()
-        return ((s[:r] ** 2).sum() / (torch.linalg.svdvals(delta) ** 2).sum()).item()
+    def wrong_axis(x, weight, eps=1e-6):
+        return x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * weight
 
-    ok, out = verdict(capsys, checks.check_captured_energy, unsorted, "captured_energy")
-    assert not ok and "LARGEST" in out
+    assert not verdict(capsys, checks.check_rms_norm, wrong_axis, "rms_norm")[0]
 
 
-def test_lora_from_delta(capsys):
-    def good(delta, r):
-        u, s, vh = torch.linalg.svd(delta, full_matrices=False)
-        return u[:, :r] * s[:r].sqrt(), s[:r].sqrt()[:, None] * vh[:r]
+def test_count_parameters(capsys):
+    def good(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings=True):
+        cfg = TransformerConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+                                n_kv_heads=n_kv_heads, d_ff=d_ff, tie_embeddings=tie_embeddings)
+        if vocab_size > 10000:  # SmolLM2: count without building 134M parameters
+            hd = d_model // n_heads
+            block = 2 * d_model * d_model + 2 * d_model * n_kv_heads * hd + 3 * d_model * d_ff + 2 * d_model
+            return vocab_size * d_model + n_layers * block + d_model
+        return Transformer(cfg).num_parameters()  # the real model is the reference for the small cases
 
-    assert verdict(capsys, checks.check_lora_from_delta, good, "lora_from_delta")[0]
+    ok, out = verdict(capsys, checks.check_count_parameters, good, "count_parameters")
+    assert ok, out
 
-    def all_on_B(delta, r):  # also right: the product is what matters
-        u, s, vh = torch.linalg.svd(delta, full_matrices=False)
-        return u[:, :r] * s[:r], vh[:r]
+    def mha_only(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings=True):  # ignores GQA
+        block = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model
+        return vocab_size * d_model * (1 if tie_embeddings else 2) + n_layers * block + d_model
 
-    assert verdict(capsys, checks.check_lora_from_delta, all_on_B, "lora_from_delta")[0]
+    ok, out = verdict(capsys, checks.check_count_parameters, mha_only, "count_parameters")
+    assert not ok and "n_kv_heads" in out
 
-    def forgets_s(delta, r):
-        u, s, vh = torch.linalg.svd(delta, full_matrices=False)
-        return u[:, :r], vh[:r]
+    def no_final_norm(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings=True):
+        return good(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, tie_embeddings) - d_model
 
-    ok, out = verdict(capsys, checks.check_lora_from_delta, forgets_s, "lora_from_delta")
+    assert not verdict(capsys, checks.check_count_parameters, no_final_norm, "count_parameters")[0]
+
+
+def test_top_p_filter(capsys):
+    ok, out = verdict(capsys, checks.check_top_p_filter, decoding.top_p_filter, "top_p_filter")
+    assert ok and "✓" in out
+
+    def stops_below_p(logits, p):  # keeps only tokens whose cumulative mass, themselves included, is <= p
+        probs, order = logits.softmax(-1).sort(-1, descending=True)
+        drop = probs.cumsum(-1) > p
+        return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+
+    ok, out = verdict(capsys, checks.check_top_p_filter, stops_below_p, "top_p_filter")
+    assert not ok and "crosses" in out
+
+    def unsorted(logits, p):  # accumulates in vocabulary order
+        drop = (logits.softmax(-1).cumsum(-1) - logits.softmax(-1)) >= p
+        return logits.masked_fill(drop, float("-inf"))
+
+    assert not verdict(capsys, checks.check_top_p_filter, unsorted, "top_p_filter")[0]
+
+
+def test_distinct_n(capsys):
+    assert verdict(capsys, checks.check_distinct_n, decoding.distinct_n, "distinct_n")[0]
+
+    def distinct_over_types(sequences, n):  # divides by the number of distinct tokens instead
+        grams = [tuple(s[i:i + n]) for s in sequences for i in range(len(s) - n + 1)]
+        return len(set(grams)) / len({t for s in sequences for t in s})
+
+    assert not verdict(capsys, checks.check_distinct_n, distinct_over_types, "distinct_n")[0]
+
+    def crosses_sequences(sequences, n):  # concatenates the sequences first
+        flat = [t for s in sequences for t in s]
+        grams = [tuple(flat[i:i + n]) for i in range(len(flat) - n + 1)]
+        return len(set(grams)) / len(grams)
+
+    ok, out = verdict(capsys, checks.check_distinct_n, crosses_sequences, "distinct_n")
     assert not ok and "hint" in out
 
-    def transposed(delta, r):  # factors of delta^T
-        u, s, vh = torch.linalg.svd(delta.T, full_matrices=False)
-        return u[:, :r] * s[:r], vh[:r]
+    def off_by_one(sequences, n):  # misses the last n-gram of each sequence
+        grams = [tuple(s[i:i + n]) for s in sequences for i in range(len(s) - n)]
+        return len(set(grams)) / len(grams)
 
-    assert not verdict(capsys, checks.check_lora_from_delta, transposed, "lora_from_delta")[0]
-
-    def not_a_function(delta, r):
-        raise NotImplementedError
-
-    ok, out = verdict(capsys, checks.check_lora_from_delta, not_a_function, "lora_from_delta")
-    assert not ok and "not attempted" in out
-
-
-def test_multi_adapter_forward(capsys):
-    def good(x, weight, As, Bs, scalings, adapter_ids):
-        A = torch.stack(As)[adapter_ids]  # (N, r, in)
-        B = torch.stack(Bs)[adapter_ids]  # (N, out, r)
-        s = torch.tensor(scalings, dtype=x.dtype)[adapter_ids]  # (N,)
-        return x @ weight.T + s[:, None, None] * (x @ A.transpose(1, 2)) @ B.transpose(1, 2)
-
-    assert verdict(capsys, checks.check_multi_adapter_forward, good, "multi_adapter_forward")[0]
-
-    def first_adapter_for_all(x, weight, As, Bs, scalings, adapter_ids):
-        return x @ weight.T + scalings[0] * (x @ As[0].T) @ Bs[0].T
-
-    ok, out = verdict(capsys, checks.check_multi_adapter_forward, first_adapter_for_all, "multi_adapter_forward")
-    assert not ok and "own adapter" in out
-
-    def no_scaling(x, weight, As, Bs, scalings, adapter_ids):
-        A, B = torch.stack(As)[adapter_ids], torch.stack(Bs)[adapter_ids]
-        return x @ weight.T + (x @ A.transpose(1, 2)) @ B.transpose(1, 2)
-
-    ok, out = verdict(capsys, checks.check_multi_adapter_forward, no_scaling, "multi_adapter_forward")
-    assert not ok and "scale" in out
+    assert not verdict(capsys, checks.check_distinct_n, off_by_one, "distinct_n")[0]

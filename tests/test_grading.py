@@ -5,7 +5,7 @@ import csv
 import json
 
 import pytest
-from lmbook.grading import exercises_of, grade_all
+from lmbook.teaching.grading import exercises_of, grade_all
 
 
 def md(text):

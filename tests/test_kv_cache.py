@@ -11,6 +11,7 @@ import torch
 from lmbook import decoding as D
 from lmbook import kv_cache as KV
 from lmbook import model as M
+from lmbook import pretrained as PT
 from test_model import _randomize, llama_pair
 
 transformers = pytest.importorskip("transformers")
@@ -355,7 +356,7 @@ def test_fit_exponent_recovers_powers():
 # ----- the book's models and the stored measurements --------------------------------------------------------
 
 def test_tiny_model_cached_logits_equal_the_full_forward():
-    tiny, _ = M.load_tiny()
+    tiny, _ = PT.load_tiny()
     ids = torch.randint(0, tiny.config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(10))
     tiny = tiny.double()  # float64: the two computations agree to rounding
     cache = KV.KVCache.for_model(tiny, max_len=40, batch=2)
@@ -367,7 +368,7 @@ def test_tiny_model_cached_logits_equal_the_full_forward():
 
 def test_slow_smollm2_cached_logits_equal_the_full_forward():
     pytest.importorskip("gguf")
-    smol = M.load_smollm2()
+    smol = PT.load_smollm2()
     ids = torch.randint(100, 49152, (1, 30), generator=torch.Generator().manual_seed(11))
     cache = KV.KVCache.for_model(smol, max_len=30)
     with torch.no_grad():
@@ -379,7 +380,7 @@ def test_slow_smollm2_cached_logits_equal_the_full_forward():
 
 
 def test_sweep_step_seconds_and_the_stored_file():
-    from lmbook import kv_cache_sweep as S
+    from lmbook.experiments import kv_cache_sweep as S
 
     model = small_model(dtype=torch.float32)
     ids = torch.randint(0, 40, (1, 12))

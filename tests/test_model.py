@@ -6,6 +6,8 @@ import math
 import pytest
 import torch
 from lmbook import model as M
+from lmbook import pretrained as PT
+from lmbook import training as TR
 from lmbook.ngram import NGramLM
 from lmbook.positional import rope_cos_sin
 from torch import nn
@@ -139,7 +141,7 @@ def test_gqa_equals_mha_with_repeated_kv_heads():
 # ----- structure --------------------------------------------------------------------------------------------
 
 class ListCache:
-    """The smallest object that satisfies the cache hook of Transformer.forward (chapter 7 builds the real one)."""
+    """The smallest object that satisfies the cache hook of Transformer.forward (chapter 11 builds the real one)."""
 
     def __init__(self):
         self.keys, self.values, self.seq_len = {}, {}, 0
@@ -224,8 +226,8 @@ def test_parameter_count_formula_and_tying():
 # ----- training ---------------------------------------------------------------------------------------------
 
 def test_learning_rate_schedule():
-    cfg = M.TrainConfig(steps=101, lr=1.0, warmup_steps=10, min_lr_ratio=0.1)
-    lrs = [M.learning_rate(s, cfg) for s in range(cfg.steps)]
+    cfg = TR.TrainConfig(steps=101, lr=1.0, warmup_steps=10, min_lr_ratio=0.1)
+    lrs = [TR.learning_rate(s, cfg) for s in range(cfg.steps)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)  # linear warm-up
     assert lrs[10] == pytest.approx(1.0) and lrs[-1] == pytest.approx(0.1)  # cosine from peak to floor
     assert lrs[55] == pytest.approx(0.55)  # halfway through the cosine: the mean of peak and floor
@@ -242,7 +244,7 @@ def test_evaluate_equals_a_token_by_token_computation():
         logp = model(window[None, :-1])[0].log_softmax(-1)
         nll -= logp[torch.arange(len(window) - 1), window[1:]].sum().item()
     # float32 model; evaluate's batched windows sum in a different order than this loop
-    assert M.evaluate(model, ids, seq_len=5, batch_size=2) == pytest.approx(nll / 22, rel=1e-6)
+    assert TR.evaluate(model, ids, seq_len=5, batch_size=2) == pytest.approx(nll / 22, rel=1e-6)
 
 
 def test_training_learns_a_repeating_pattern():
@@ -250,8 +252,8 @@ def test_training_learns_a_repeating_pattern():
     pattern = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6])
     ids = pattern.repeat(40)
     model = M.Transformer(M.TransformerConfig(vocab_size=10, d_model=32, n_layers=2, context_length=32))
-    cfg = M.TrainConfig(steps=60, batch_size=8, seq_len=16, lr=1e-2, warmup_steps=5, eval_every=30)
-    history = M.train(model, ids, ids, cfg)
+    cfg = TR.TrainConfig(steps=60, batch_size=8, seq_len=16, lr=1e-2, warmup_steps=5, eval_every=30)
+    history = TR.train(model, ids, ids, cfg)
     assert history["val_step"] == [30, 60]
     assert history["train_loss"][0] > 2.0 and history["val_loss"][-1] < 0.3  # ln 10 = 2.3 at the start
     assert len(history["lr"]) == 60 and history["seconds"] > 0 and not model.training
@@ -260,7 +262,7 @@ def test_training_learns_a_repeating_pattern():
 def test_word_corpus_uses_chapter_1_tokens():
     from lmbook import data
 
-    vocab, train_ids, val_ids = M.word_corpus(min_count=2)
+    vocab, train_ids, val_ids = PT.word_corpus(min_count=2)
     valid = data.sentences("\n\n".join(data.split("validation").values()))
     ngram = NGramLM(1, min_count=2).fit(data.sentences("\n\n".join(data.split("train").values())))
     assert vocab == ngram.vocab
@@ -270,11 +272,11 @@ def test_word_corpus_uses_chapter_1_tokens():
 
 
 def test_tiny_model_file_beats_the_ngram_baseline():
-    blob = torch.load(M.TINY_PATH, map_location="cpu", weights_only=True)
-    model, vocab = M.load_tiny()
-    _, _, val_ids = M.word_corpus(blob["min_count"])
+    blob = torch.load(PT.TINY_PATH, map_location="cpu", weights_only=True)
+    model, vocab = PT.load_tiny()
+    _, _, val_ids = PT.word_corpus(blob["min_count"])
     assert len(vocab) == model.config.vocab_size
-    val_loss = M.evaluate(model, val_ids, blob["train_config"]["seq_len"], stride=blob["eval_stride"])
+    val_loss = TR.evaluate(model, val_ids, blob["train_config"]["seq_len"], stride=blob["eval_stride"])
     assert val_loss == pytest.approx(blob["val_loss"], abs=1e-4)
     assert math.exp(val_loss) < blob["baseline"]["perplexity"]  # same tokens: perplexities are comparable
     assert 5e5 < model.num_parameters() < 2e6
@@ -309,7 +311,7 @@ def test_bad_ids_are_rejected():
     with pytest.raises(ValueError, match="context_length=8"):
         model(torch.zeros(1, 9, dtype=torch.long))
     with pytest.raises(ValueError, match="fewer than seq_len"):
-        M.train(model, torch.arange(5), config=M.TrainConfig(seq_len=8))
+        TR.train(model, torch.arange(5), config=TR.TrainConfig(seq_len=8))
     rope = M.Transformer(M.TransformerConfig(vocab_size=10, d_model=16, n_layers=1, n_heads=2))
     for bad in (torch.arange(4), torch.arange(3.0), [0, 1, 2]):
         with pytest.raises(ValueError, match=r"positions must be an integer tensor .* with T=3"):
@@ -325,9 +327,9 @@ def test_strided_evaluate_scores_each_token_once_with_the_longest_context():
         start = max(0, -(-(t - seq_len) // stride) * stride)
         logp = model(ids[None, start:t])[0, -1].log_softmax(-1)
         nll -= logp[ids[t]].item()
-    got = M.evaluate(model, ids, seq_len=seq_len, stride=stride, batch_size=3)
+    got = TR.evaluate(model, ids, seq_len=seq_len, stride=stride, batch_size=3)
     assert got == pytest.approx(nll / 29, rel=1e-6)
-    assert M.evaluate(model, ids, seq_len=8, stride=8) == pytest.approx(M.evaluate(model, ids, seq_len=8), rel=1e-12)
+    assert TR.evaluate(model, ids, seq_len=8, stride=8) == pytest.approx(TR.evaluate(model, ids, seq_len=8), rel=1e-12)
 
 
 def test_last_only_returns_the_last_position_logits():

@@ -3,8 +3,8 @@ relative-position property, and the llama.cpp row permutation that converts one 
 
 import pytest
 import torch
-from lmbook.model import interleaved_to_half_rows
 from lmbook.positional import apply_rope, rope_inv_freq
+from lmbook.pretrained import interleaved_to_half_rows
 
 llama = pytest.importorskip("transformers.models.llama.modeling_llama")
 roformer = pytest.importorskip("transformers.models.roformer.modeling_roformer")
@@ -80,7 +80,7 @@ def test_bad_rope_arguments():
         rope_inv_freq(7)
     with pytest.raises(ValueError, match="base must be"):
         rope_inv_freq(8, base=1.0)
-    with pytest.raises(ValueError, match="scaling"):  # chapter 8's scaling dicts are tested in test_positional.py
+    with pytest.raises(ValueError, match="scaling"):  # chapter 12's scaling dicts are tested in test_positional.py
         rope_inv_freq(8, scaling={"type": "stretch", "factor": 2})
     x = torch.randn(2, 5, 8)
     with pytest.raises(ValueError, match="pairing must be one of"):

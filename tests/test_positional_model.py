@@ -1,11 +1,12 @@
-"""The positional schemes inside lmbook.model (sinusoidal, ALiBi) and chapter 8's experiment helpers."""
+"""The positional schemes inside lmbook.model (sinusoidal, ALiBi) and chapter 12's experiment helpers."""
 
 import math
 
 import pytest
 import torch
 from lmbook import model as M
-from lmbook import positional_experiments as PX
+from lmbook import training as TR
+from lmbook.experiments import positional_runs as PX
 from lmbook.positional import rope_inv_freq, sinusoidal_encoding, yarn_attention_factor
 from test_model import ListCache
 
@@ -92,7 +93,7 @@ def test_position_losses_average_to_the_evaluation_loss():
     ids = torch.randint(0, 40, (4 * 16 + 1,), generator=torch.Generator().manual_seed(5))
     per_position = PX.position_losses(model, ids, 16, batch_size=3)
     assert per_position.shape == (16,)
-    assert per_position.mean().item() == pytest.approx(M.evaluate(model, ids, 16), rel=1e-6)
+    assert per_position.mean().item() == pytest.approx(TR.evaluate(model, ids, 16), rel=1e-6)
 
 
 def test_gap_positions():

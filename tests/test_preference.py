@@ -413,7 +413,7 @@ def test_train_dpo_with_lora_learns_the_pairs():
 # ---------------------------------------------------------------------------------------------------------
 
 def test_rule_and_topic_words():
-    from lmbook import preference_experiment as E
+    from lmbook.experiments import preference_task as E
 
     assert E.topic_words("the `assert` statement") == ["assert"]
     assert E.topic_words("customizing attribute access") == ["customizing", "attribute", "access"]
@@ -429,7 +429,7 @@ def test_rule_and_topic_words():
 
 
 def test_chat_text_is_chatml():
-    from lmbook import preference_experiment as E
+    from lmbook.experiments import preference_task as E
 
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
     assert E.chat_text(messages) == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi?<|im_end|>\n"
@@ -441,7 +441,7 @@ def test_chat_text_is_chatml():
 
 def test_completion_kl_and_features_against_brute_force():
     from lmbook import lora
-    from lmbook import preference_experiment as E
+    from lmbook.experiments import preference_task as E
 
     model = _tiny_lm()
     model.tok_emb.weight.data.mul_(25)
@@ -476,7 +476,7 @@ def test_completion_kl_and_features_against_brute_force():
 
 
 def test_sample_replies_cut_at_the_end_token():
-    from lmbook import preference_experiment as E
+    from lmbook.experiments import preference_task as E
 
     model = _tiny_lm()
     prompts = [[3, 4, 5], [6, 7, 8], [9, 10]]

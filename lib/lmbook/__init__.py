@@ -1,7 +1,13 @@
 """lmbook: the reference implementations behind *Understanding Language Models*.
 
-One module per concept; each chapter imports the modules it teaches and shows their source
-with :func:`lmbook.show`.
+The package has three layers, and imports point down only:
+
+- the concept modules, one per idea, in chapter order (``metrics``, ``ngram``, ... ``preference``): the code
+  each chapter shows with :func:`lmbook.show`;
+- ``lmbook.experiments``: the slow runs whose results the chapters load from ``lmbook/data``;
+- ``lmbook.teaching``: the exercises' self-checks (``lmbook.checks``), the student edition and the grader.
+
+Book helpers sit beside them: ``show``, ``plotting``, ``utils``, ``data`` and ``validate``.
 """
 
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """Attention: softmax, scaled dot-product attention with masks, multi-head (MHA/GQA/MQA) attention,
 and three ways around the T x T matrix: sparse masks, linear attention and tiled "flash" attention.
 
-Chapter 5. Conventions match torch.nn.functional.scaled_dot_product_attention:
+Chapter 7. Conventions match torch.nn.functional.scaled_dot_product_attention:
 tensors are (..., T, d) with the head dimension at -3, and a boolean mask means True = attend.
 
 Two deliberate differences from torch:
@@ -15,7 +15,7 @@ Large calls without autograd take a faster path (tiles of query rows, one head a
 tested against the readable one. ``peak_memory`` counts the bytes of tensors alive at once, for the
 chapter's memory measurements.
 
-Left out: dropout on the weights, rotary/ALiBi positions (chapter 8), KV caching (chapter 7), and
+Left out: dropout on the weights, rotary/ALiBi positions (chapter 12), KV caching (chapter 11), and
 fused kernels; ``flash_attention`` shows the algorithm of FlashAttention, not its speed.
 """
 
@@ -43,7 +43,7 @@ def softmax(x: torch.Tensor, dim: int = -1, temperature: float = 1.0) -> torch.T
     Subtracting the maximum changes nothing mathematically and keeps exp from overflowing.
     A larger temperature tau gives a *flatter* distribution (tau -> inf: uniform); a smaller one a
     sharper one (tau -> 0: one-hot on the maximum). A slice that is all -inf (every position masked)
-    gives zeros, not NaN. Chapter 5.
+    gives zeros, not NaN. Chapter 7.
     """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         got = f"{type(x).__name__} {getattr(x, 'dtype', '')}"
@@ -161,13 +161,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None
     mask: bool (True = attend, like torch) or float (added to the scores, e.g. 0 / -inf), broadcastable
     to (..., T_q, T_k). is_causal adds ``causal_mask(T_q, T_k)`` (lower-right aligned); it may be
     combined with ``mask``. A query that may attend to nothing gets an all-zero output row (and weights),
-    not NaN, as torch does. return_weights=True returns (output, weights (..., H, T_q, T_k)). Chapter 5.
+    not NaN, as torch does. return_weights=True returns (output, weights (..., H, T_q, T_k)). Chapter 7.
     """
     n_rep = _gqa_groups(q, k, v)  # query heads per K/V head
     q_len, k_len = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if q_len == 1 and mask is None and not return_weights and not _needs_grad(q, k, v):
-        return _decode_step(q, k, v, scale, n_rep)  # a cached decoding step (chapter 7)
+        return _decode_step(q, k, v, scale, n_rep)  # a cached decoding step (chapter 11)
     k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
     allowed, bias = None, None  # boolean mask (True = attend) and additive mask
     if mask is not None:

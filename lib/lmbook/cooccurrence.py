@@ -11,7 +11,7 @@ they were independent. This module makes every choice behind p(x, y) explicit:
 - p(x) = count(x) / (number of tokens) by default (``marginals="unigram"``), or the row and column sums of C
   (``marginals="matrix"``, the convention of a term-context matrix).
 
-Left out on purpose: smoothing of the context distribution (p(c)^0.75), SVD of the PPMI matrix (chapter 4
+Left out on purpose: smoothing of the context distribution (p(c)^0.75), SVD of the PPMI matrix (chapter 6
 does embeddings), and association measures other than PMI (t-test, chi-squared, log-likelihood ratio).
 """
 

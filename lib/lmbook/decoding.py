@@ -14,10 +14,10 @@ Filters set removed logits to -inf, so softmax gives them probability 0. :func:`
 in the order transformers uses (penalty, temperature, top-k, top-p, min-p), then samples or takes the
 argmax. :func:`beam_search` keeps the ``num_beams`` best partial sequences and ranks finished ones by
 log-probability / length^alpha. :func:`distinct_n` and :func:`sequence_logprob` measure what comes out.
-Chapter 6.
+Chapter 9.
 
 Left out on purpose: typical sampling, contrastive search, speculative decoding, batched beam search,
-and a KV cache (chapter 7 plugs one into ``generate`` through ``cache=``).
+and a KV cache (chapter 11 plugs one into ``generate`` through ``cache=``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ __all__ = [
     "sample", "generate", "beam_search", "distinct_n", "sequence_logprob", "compare_strategies", "STRATEGIES",
 ]
 
-# The strategies chapter 6 compares, as keyword arguments of generate (or of beam_search with num_beams).
+# The strategies chapter 9 compares, as keyword arguments of generate (or of beam_search with num_beams).
 STRATEGIES = {
     "greedy": {},
     "beam search (4 beams)": {"num_beams": 4, "length_penalty": 1.0},
@@ -150,7 +150,7 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
     top-p, min-p -> sample, or argmax when ``do_sample`` is False (greedy). A row that produced ``eos_id``
     is padded with ``eos_id`` afterwards; generation stops when every row has. ``model(ids, cache=None,
     last_only=True)`` must return the last position's logits (B, 1, V), as ``lmbook.model.Transformer`` does.
-    With ``cache`` (chapter 7), only the new token is fed after the first step;
+    With ``cache`` (chapter 11), only the new token is fed after the first step;
     ``use_cache=True`` makes one, a ``lmbook.kv_cache.KVCache`` sized for the prompt and the new tokens.
     """
     ids = _as_batch(model, prompt_ids)
@@ -158,7 +158,7 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     _check_settings(temperature, top_k, top_p, min_p, repetition_penalty)  # even those unused when greedy
     if use_cache and cache is None:
-        from .kv_cache import KVCache  # chapter 7
+        from .kv_cache import KVCache  # chapter 11
 
         cache = KVCache.for_model(model, max_len=ids.shape[1] + max_new_tokens, batch=ids.shape[0])
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)

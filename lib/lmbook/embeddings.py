@@ -1,4 +1,4 @@
-"""Chapter 4: word embeddings learned from co-occurrence, the word2vec family.
+"""Chapter 6: word embeddings learned from co-occurrence, the word2vec family.
 
 - **Skip-gram with negative sampling (SGNS)**: predict each context word c from the centre word w. For
   one (w, c) pair and K negatives n_1..n_K drawn from the unigram distribution raised to the 3/4 power,
@@ -126,7 +126,7 @@ def ngram_bucket(ngram: str, buckets: int) -> int:
 # ---------------------------------------------------------------------------------------------------------
 
 def sgns_loss(center: torch.Tensor, positive: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
-    """Skip-gram negative-sampling loss, averaged over the batch (chapter 4).
+    """Skip-gram negative-sampling loss, averaged over the batch (chapter 6).
 
     loss = -mean_b [ log s(u_+ . v) + sum_k log s(-u_k . v) ],  s = sigmoid.
     Shapes: center v (B, d), positive u_+ (B, d), negatives u_k (B, K, d). ``F.logsigmoid`` keeps it
@@ -290,7 +290,7 @@ def _one_thread():
 
 
 def train_word2vec(sentences, config: Word2VecConfig | None = None, device=None, **overrides) -> WordVectors:
-    """Train skip-gram (SGNS), CBOW or fastText vectors on ``sentences`` (lists of words), chapter 4.
+    """Train skip-gram (SGNS), CBOW or fastText vectors on ``sentences`` (lists of words), chapter 6.
 
     ``train_word2vec(sents, model="cbow", epochs=2)`` overrides fields of :class:`Word2VecConfig`.
     Deterministic for a given seed on a given device (on the CPU it runs on one thread).

@@ -18,7 +18,7 @@ and each step feeds only the newest token. Three caches plug into ``lmbook.model
 And the arithmetic of the chapter: :func:`kv_cache_bytes` (memory), :func:`forward_flops` (compute of a
 forward pass with or without cached tokens), :func:`cached_nll` (per-token loss read through a cache) and
 :func:`fit_exponent` (the growth exponent of measured times).
-Chapter 7.
+Chapter 11.
 
 Left out on purpose: paged caches and prefix sharing (vLLM), re-positioning tokens inside a rolling
 cache (StreamingLLM does it to go beyond the trained context; here positions stay those of the text),
@@ -46,7 +46,7 @@ class KVCache:
 
     ``append(layer, k, v)`` writes k, v (batch, n_kv_heads, T, head_dim) at positions lengths[l] ..
     lengths[l] + T - 1; ``get(layer)`` returns views of everything stored; ``update`` does both (the hook
-    ``Transformer.forward`` calls); ``reset()`` empties the cache without freeing memory. Chapter 7.
+    ``Transformer.forward`` calls); ``reset()`` empties the cache without freeing memory. Chapter 11.
     """
 
     def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, max_len: int, batch: int = 1,
@@ -149,7 +149,7 @@ class RollingKVCache(KVCache):
     window, overwriting the oldest windowed token. ``n_sinks=0`` is a plain sliding window. Once full, the
     slots are not in time order; attention does not care, because RoPE has already put each token's
     position into its key and a single new query may see every cached key. So once the buffer is full,
-    tokens must come one at a time (several new queries would need a per-query window). Chapter 7.
+    tokens must come one at a time (several new queries would need a per-query window). Chapter 11.
     """
 
     def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, window: int, n_sinks: int = 0,
@@ -194,7 +194,7 @@ def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric absmax quantization of each vector (last axis): scale = max|x| / 127, q = round(x / scale).
 
     Returns (q int8, same shape as x; scale float32, shape (..., 1)); x ~ q * scale, with an error of at
-    most scale / 2 per entry. An all-zero vector gets scale 1 (and q = 0). Chapter 7.
+    most scale / 2 per entry. An all-zero vector gets scale 1 (and q = 0). Chapter 11.
     """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError(f"x must be a floating-point tensor, got {type(x).__name__}")
@@ -207,7 +207,7 @@ def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class Int8KVCache(KVCache):
     """A KVCache that stores each key and value vector (one token, one head) as int8 plus a float32 scale
     (:func:`quantize_int8`), and returns them dequantized in ``dtype``. Memory per vector: head_dim + 4
-    bytes instead of 2 * head_dim (16-bit) or 4 * head_dim (32-bit). Chapter 7."""
+    bytes instead of 2 * head_dim (16-bit) or 4 * head_dim (32-bit). Chapter 11."""
 
     def _allocate(self, shape, dtype, device):
         self.keys = torch.zeros(shape, dtype=torch.int8, device=device)  # (L, B, H_kv, max_len, d)
@@ -242,7 +242,7 @@ def kv_cache_bytes(config, seq_len: int, batch: int = 1, dtype_bytes: int = 2) -
 
     ``config``: a TransformerConfig, or any dict / object giving n_layers, n_kv_heads and head_dim (or
     d_model and n_heads), e.g. a published model's numbers. dtype_bytes: 2 for fp16/bf16, 4 for fp32,
-    1 for int8 (without its scales). Chapter 7.
+    1 for int8 (without its scales). Chapter 11.
     """
     _check_int("seq_len", seq_len, least=0)
     _check_int("batch", batch)
@@ -259,7 +259,7 @@ def forward_flops(config, n_new: int, n_past: int = 0) -> int:
     matrices for SwiGLU or 2 for GELU, output layer), plus attention: query i (position n_past + i) scores
     n_past + i keys and mixes as many values, 4 L H d_h (n_past + i) for i = 1 .. n_new (causal keys only).
 
-    Decoding with a cache at position t: forward_flops(c, 1, t - 1); without: forward_flops(c, t). Chapter 7.
+    Decoding with a cache at position t: forward_flops(c, 1, t - 1); without: forward_flops(c, t). Chapter 11.
     """
     _check_int("n_new", n_new, least=0)
     _check_int("n_past", n_past, least=0)
@@ -296,7 +296,7 @@ def cached_nll(model, ids, cache, prefill: int | None = None) -> torch.Tensor:
 
 
 def fit_exponent(x, y) -> float:
-    """Slope of log y against log x (least squares): y ~ c x^slope. Used on measured times. Chapter 7."""
+    """Slope of log y against log x (least squares): y ~ c x^slope. Used on measured times. Chapter 11."""
     lx, ly = torch.tensor([math.log(v) for v in x]), torch.tensor([math.log(v) for v in y])
     lx, ly = lx - lx.mean(), ly - ly.mean()
     return float((lx * ly).sum() / (lx * lx).sum())

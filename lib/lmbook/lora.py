@@ -7,7 +7,7 @@ A linear layer y = x W^T + b (W: out x in) is adapted as
 with W and b frozen, A (r x in) initialised Kaiming-uniform, B (out x r) initialised to zero, so that
 B A = 0 and the adapted model starts out exactly equal to the base. The scale is s = alpha / r, or
 s = alpha / sqrt(r) for rank-stabilised LoRA (rsLoRA, Kalajdzievski 2023). Only A and B are trained:
-r (in + out) numbers per layer instead of in * out. Chapter 9.
+r (in + out) numbers per layer instead of in * out. Chapter 15.
 
 This module gives the layer (:class:`LoRALinear`, with ``merge``/``unmerge``), injection into any model
 by module name (:func:`add_lora`), merging for inference (:func:`merge_lora`), saving and swapping

@@ -19,7 +19,7 @@ Context extension changes the frequencies theta_i (``rope_inv_freq(..., scaling=
 interpolation ("linear"), NTK-aware base change ("ntk"), dynamic NTK ("dynamic"), YaRN ("yarn", with
 :func:`yarn_attention_factor`) and Llama 3.1's rule ("llama3"), with transformers' conventions.
 
-Chapters 6 and 8. Left out: partial rotary dimensions, LongRoPE's searched factors, multi-dimensional
+Chapters 9 and 12. Left out: partial rotary dimensions, LongRoPE's searched factors, multi-dimensional
 (2-D/3-D) RoPE, DeBERTa's disentangled attention and Shaw et al.'s relative key vectors.
 """
 
@@ -60,7 +60,7 @@ def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -
 
     PE[p, 2i] = sin(p * w_i) and PE[p, 2i + 1] = cos(p * w_i), with w_i = base^(-2i/d_model) for
     i = 0 .. d_model/2 - 1: the sine and the cosine of a pair share one frequency, and the wavelengths
-    2 pi / w_i grow geometrically from 2 pi to just under 2 pi * base. Angles in float64. Chapter 8.
+    2 pi / w_i grow geometrically from 2 pi to just under 2 pi * base. Angles in float64. Chapter 12.
     """
     if isinstance(n_positions, bool) or not isinstance(n_positions, int) or n_positions < 1:
         raise ValueError(f"n_positions must be an int >= 1, got {n_positions!r}")
@@ -109,7 +109,7 @@ def _scaling_options(scaling) -> tuple[str, float, dict]:
 def rope_inv_freq(head_dim: int, base: float = 10000.0, scaling: dict | None = None) -> torch.Tensor:
     """The rotation frequencies theta_i = base^(-2i/d) for i = 0 .. d/2 - 1: shape (head_dim // 2,), float32.
 
-    ``scaling`` stretches a model trained on L tokens to s = scaling["factor"] times as many (chapter 8):
+    ``scaling`` stretches a model trained on L tokens to s = scaling["factor"] times as many (chapter 12):
 
     - ``{"type": "linear", "factor": s}``: position interpolation, theta_i / s (positions p / s);
     - ``{"type": "ntk", "factor": s}``: NTK-aware base b' = b s^(d/(d-2)); theta_i s^(-2i/(d-2)), so the
@@ -161,7 +161,7 @@ def yarn_ramp(head_dim: int, base: float, original_max_position_embeddings: int,
     ``by="index"`` is the reference code's (and transformers'), linear in the plane index i: planes up to
     idx(beta_fast) are kept, planes from idx(beta_slow) interpolated, where idx(r) = d ln(L / (2 pi r)) /
     (2 ln b) is the fractional plane that turns r times; ``truncate`` rounds the two ends outwards.
-    Both agree outside the blend band; inside it they differ. Shape (head_dim // 2,), float32. Chapter 8.
+    Both agree outside the blend band; inside it they differ. Shape (head_dim // 2,), float32. Chapter 12.
     """
     _check_even("head_dim", head_dim)
     _check_base(base)
@@ -190,7 +190,7 @@ def yarn_attention_factor(s: float) -> float:
 
     Multiply both q and k by it (transformers multiplies cos and sin), so the logits grow by
     (0.1 ln s + 1)^2 = 1/t: a temperature t < 1 that *sharpens* attention, undoing the flattening that
-    interpolated positions cause. Chapter 8.
+    interpolated positions cause. Chapter 12.
     """
     if isinstance(s, bool) or not isinstance(s, (int, float)) or not s >= 1:
         raise ValueError(f"s (the scaling factor) must be a number >= 1, got {s!r}")
@@ -202,7 +202,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor,
 
     Shapes: x (B, H, T, d) or (T, d); positions (T,) or (B, T) integer positions of the T rows;
     inv_freq (d/2,) from :func:`rope_inv_freq`. Returns a tensor shaped and typed like x.
-    Angles are formed in float32 (as transformers does) and cos/sin cast to x's dtype. Chapters 6 and 8.
+    Angles are formed in float32 (as transformers does) and cos/sin cast to x's dtype. Chapters 9 and 12.
     """
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
@@ -223,7 +223,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor,
 
 def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype = torch.float32):
     """cos and sin of the angles p * theta_i, each (*positions.shape, d/2): formed in float32, cast to dtype.
-    A model computes them once per forward pass and every layer rotates with them (Chapter 6)."""
+    A model computes them once per forward pass and every layer rotates with them (Chapter 9)."""
     if not isinstance(positions, torch.Tensor) or positions.is_floating_point():
         raise TypeError(f"positions must be an integer tensor, got {getattr(positions, 'dtype', type(positions))}")
     angles = positions.float()[..., None] * inv_freq.to(positions.device).float()  # (..., T, d/2)
@@ -249,7 +249,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
     For H a power of two, m_h = 2^(-8h/H), h = 1 .. H: a geometric sequence from 2^(-8/H) down to 2^(-8).
     Otherwise take the n = 2^floor(log2 H) slopes of n heads, then the odd-numbered slopes of 2n heads
-    (2^(-8k/2n) for k = 1, 3, 5, ...) until there are H. Chapter 8.
+    (2^(-8k/2n) for k = 1, 3, 5, ...) until there are H. Chapter 12.
     """
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
         raise ValueError(f"n_heads must be an int >= 1, got {n_heads!r}")
@@ -264,7 +264,7 @@ def alibi_bias(n_heads: int, q_len: int, k_len: int, device=None) -> torch.Tenso
 
     bias[h, i, j] = -m_h |i' - j|, where i' = i + (k_len - q_len) is query i's position among the keys
     (lower-right aligned, as with a KV cache). Under a causal mask only j <= i' is used, and there the bias
-    is -m_h (i' - j): no penalty for the current token, a linear one for each step back. Chapter 8.
+    is -m_h (i' - j): no penalty for the current token, a linear one for each step back. Chapter 12.
     """
     for name, value in (("q_len", q_len), ("k_len", k_len)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -283,7 +283,7 @@ def relative_position_bucket(relative_position: torch.Tensor, bidirectional: boo
     Each bucket owns one learned scalar bias per head. Bidirectional: half of the buckets for j > i, half
     for j <= i; causal: only j <= i counts (later keys share bucket 0). Within a half of n buckets,
     distances below n/2 get a bucket each; larger ones share n/2 logarithmically wider buckets up to
-    ``max_distance``, beyond which everything falls into the last bucket. Chapter 8.
+    ``max_distance``, beyond which everything falls into the last bucket. Chapter 12.
     """
     rel = torch.as_tensor(relative_position)
     if rel.is_floating_point():

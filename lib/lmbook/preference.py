@@ -11,7 +11,7 @@
 - :func:`completion_batch`, :func:`rule_pairs` and :func:`train_dpo`: preference pairs of token ids
   turned into a padded batch (pairs whose chosen equals rejected are reported and left out), pairs
   labelled by a rule, and a small DPO training loop that tracks loss, margin, accuracy and
-  log-likelihoods. Chapter 10.
+  log-likelihoods. Chapter 16.
 
 Left out on purpose: PPO and the rest of two-stage RLHF (no rollouts or value networks here), online and
 iterative DPO, KTO/ORPO and the other dozen variants of trl, and distributed or mixed-precision training.
@@ -64,7 +64,7 @@ def bradley_terry_loss(r_chosen, r_rejected, margin=0.0) -> torch.Tensor:
 
     r_chosen, r_rejected: (B,) scalar rewards of the preferred and the other completion of each pair.
     margin: a number or (B,) tensor asking the chosen reward to exceed the rejected one by that much (as in
-    Llama 2's reward models); 0 is plain Bradley–Terry. Matches trl's RewardTrainer. Chapter 10.
+    Llama 2's reward models); 0 is plain Bradley–Terry. Matches trl's RewardTrainer. Chapter 16.
     """
     r_chosen, r_rejected = _as_vector("r_chosen", r_chosen), _as_vector("r_rejected", r_rejected)
     _same_batch(r_chosen=r_chosen, r_rejected=r_rejected)
@@ -112,7 +112,7 @@ def kl_optimal_policy(ref_probs, rewards, beta: float) -> torch.Tensor:
 
     a Bayesian posterior with prior pi_ref and likelihood exp(r / beta). Computed as
     softmax(log pi_ref + r / beta), which never overflows. ref_probs, rewards: (..., K) -> (..., K).
-    Large beta keeps pi* at pi_ref; beta -> 0 puts all the mass on the best response. Chapter 10.
+    Large beta keeps pi* at pi_ref; beta -> 0 puts all the mass on the best response. Chapter 16.
     """
     _check_beta(beta)
     ref_probs = _as_distribution("ref_probs", ref_probs)
@@ -134,7 +134,7 @@ def sequence_logprobs(model, input_ids: torch.Tensor, completion_mask: torch.Ten
     tokens (its end-of-turn token included), 0 on the prompt and on padding. ``model(ids)`` returns
     logits (B, T, V), where logits[:, t] predicts token t + 1, so the logits are shifted by one against
     the tokens: token t is scored by position t - 1, and position 0 is never scored. Returns (B,).
-    Right padding changes nothing for a causal model: no real token attends to a later pad. Chapter 10.
+    Right padding changes nothing for a causal model: no real token attends to a later pad. Chapter 16.
     """
     if not torch.is_tensor(input_ids) or input_ids.is_floating_point() or input_ids.dim() != 2:
         raise ValueError(f"input_ids must be an integer tensor (B, T), got {getattr(input_ids, 'dtype', input_ids)!r} "
@@ -172,7 +172,7 @@ def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
     Returns (loss averaged over pairs, r_w (B,), r_l (B,)); the rewards are detached. The reference-free
     variant passes zeros as the reference log-probs. trl's IPO divides each log-ratio by its completion
     length first: pass mean per-token log-probs to get it. label_smoothing must be in [0, 0.5) and is used
-    only by "cdpo". Chapter 10.
+    only by "cdpo". Chapter 16.
     """
     _check_beta(beta)
     if loss_type not in LOSS_TYPES:

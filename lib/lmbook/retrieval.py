@@ -17,7 +17,7 @@ everywhere, with a warning that says so. Tokens are compared exactly, so case an
 the tokenizer's job: use :func:`tokenize` for queries and documents alike.
 
 Left out on purpose: stemming, phrase and proximity queries, field weights, query expansion, dense
-retrieval (chapter 4 has embeddings) and compressed posting lists.
+retrieval (chapter 6 has embeddings) and compressed posting lists.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Chapter 3: byte-level byte-pair encoding (BPE), trained from scratch or loaded from a real model.
+"""Chapter 5: byte-level byte-pair encoding (BPE), trained from scratch or loaded from a real model.
 
 A BPE tokenizer has three parts:
 
@@ -125,7 +125,7 @@ PRETOKENIZERS = ("gpt2", "smollm")
 
 
 def pretokenize(text: str, pre: str = "gpt2") -> list[str]:
-    """Cut ``text`` into the chunks BPE works inside (chapter 3).
+    """Cut ``text`` into the chunks BPE works inside (chapter 5).
 
     ``pre="gpt2"``: GPT-2's regex, e.g. ``"Hello world!!"`` -> ``['Hello', ' world', '!!']``.
     ``pre="smollm"``: every number character is a chunk of its own first, then GPT-2's regex runs on the
@@ -176,7 +176,7 @@ def _add_token(token_bytes: list[bytes], index: dict[bytes, int], pair: tuple[in
 
 def learn_merges_naive(words: list[list[int]], counts: list[int], token_bytes: list[bytes], vocab_size: int,
                        min_frequency: int = 2) -> dict[tuple[int, int], int]:
-    """BPE training by definition: recount every pair of every word before each merge (chapter 3).
+    """BPE training by definition: recount every pair of every word before each merge (chapter 5).
 
     ``words`` are the distinct chunks as token ids, ``counts`` how often each occurs, ``token_bytes`` the
     spelling of each id (extended in place). Cost per merge: O(total word length). Returns {pair: new id}
@@ -200,7 +200,7 @@ def learn_merges_naive(words: list[list[int]], counts: list[int], token_bytes: l
 
 def learn_merges(words: list[list[int]], counts: list[int], token_bytes: list[bytes], vocab_size: int,
                  min_frequency: int = 2) -> dict[tuple[int, int], int]:
-    """The same merges as :func:`learn_merges_naive`, with incremental pair counts (chapter 3).
+    """The same merges as :func:`learn_merges_naive`, with incremental pair counts (chapter 5).
 
     Instead of recounting, keep ``pair_counts`` and, for every pair, the words it occurs in. A merge only
     changes the words that contain the merged pair: subtract their old pairs, add their new ones. The best
@@ -294,7 +294,7 @@ class BPETokenizer:
     @classmethod
     def train(cls, text: str, vocab_size: int, min_frequency: int = 2, *, pre: str = "gpt2",
               naive: bool = False) -> BPETokenizer:
-        """Learn merges on ``text`` until the vocabulary has ``vocab_size`` tokens (chapter 3).
+        """Learn merges on ``text`` until the vocabulary has ``vocab_size`` tokens (chapter 5).
 
         The vocabulary starts as the 256 bytes, so ``vocab_size`` >= 256 and ``vocab_size - 256`` merges are
         made (more if two merges spell the same token; fewer if no pair occurs ``min_frequency`` times).
@@ -317,7 +317,7 @@ class BPETokenizer:
 
     @classmethod
     def from_gguf(cls, path: str | Path | None = None) -> BPETokenizer:
-        """Load the tokenizer stored in a GGUF model file (default: SmolLM2-135M-Instruct, chapter 3).
+        """Load the tokenizer stored in a GGUF model file (default: SmolLM2-135M-Instruct, chapter 5).
 
         Reads ``tokenizer.ggml.tokens`` (spelled with :func:`bytes_to_unicode`), ``.merges`` ("left right"
         strings, in rank order), ``.token_type`` (3 = control: a special token) and ``.pre``.
@@ -488,7 +488,7 @@ def _logsumexp(xs: list[float]) -> float:
 
 
 def unigram_em(word_counts: dict[str, int], vocab, n_iter: int = 10) -> tuple[dict[str, float], list[float]]:
-    """Fit the piece probabilities of a Unigram LM tokenizer by EM (chapter 3).
+    """Fit the piece probabilities of a Unigram LM tokenizer by EM (chapter 5).
 
     ``vocab`` is a list of pieces (start: uniform) or a dict piece -> log p (start: those values).
     E-step: expected count of each piece over all segmentations of each word, weighted by the word's count.
@@ -518,7 +518,7 @@ def unigram_em(word_counts: dict[str, int], vocab, n_iter: int = 10) -> tuple[di
 
 def unigram_prune(word_counts: dict[str, int], logp: dict[str, float], keep: int,
                   n_iter: int = 2) -> dict[str, float]:
-    """Shrink a Unigram vocabulary to ``keep`` pieces, one piece per round (chapter 3).
+    """Shrink a Unigram vocabulary to ``keep`` pieces, one piece per round (chapter 5).
 
     loss(x) = L - L_without_x, with L = sum_w c(w) log p(best segmentation of w) (Viterbi). Each round
     removes the multi-character piece of smallest loss, then re-fits the rest with ``n_iter`` EM steps.

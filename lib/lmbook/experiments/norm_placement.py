@@ -1,4 +1,4 @@
-"""Chapter 6's pre-norm vs post-norm experiment: stored training curves over seeds and learning rates.
+"""Chapter 9's pre-norm vs post-norm experiment: stored training curves over seeds and learning rates.
 
 The same 6-block model (width 64) is trained on the manual's word stream with each placement of the norm, at
 three constant learning rates without warm-up, and post-norm once more with a linear warm-up at the two
@@ -21,7 +21,9 @@ from pathlib import Path
 
 import torch
 
-from ..model import TrainConfig, Transformer, TransformerConfig, train, word_corpus
+from ..model import Transformer, TransformerConfig
+from ..pretrained import word_corpus
+from ..training import TrainConfig, train
 
 PATH = Path(__file__).resolve().parents[1] / "data" / "norm_placement.json.gz"
 SEEDS = (0, 1, 2)

@@ -1,0 +1,233 @@
+"""Length-extrapolation experiments for chapter 12; the chapter loads their stored results.
+
+Experiment 1 (:func:`run_tiny`): one tiny Llama-style model (``TINY_POSITIONAL``), trained on the
+chapter-1 word tokens of the Python manual at context 128, once per positional scheme (none, learned,
+sinusoidal, RoPE, ALiBi); validation loss at evaluation lengths 128 to 1024 and per position. Then the
+RoPE model stretched at evaluation time with PI, NTK, NTK-by-parts and YaRN (:func:`rescale_rope`), and after
+a short fine-tune at length 512.
+
+Experiment 2 (:func:`run_smollm2`): SmolLM2-135M was trained with 8,192-token windows, too long to exceed
+on a CPU in budget. So the probe keeps the real window and cuts the tokens: a 128-token passage of the
+manual is read after the 128 tokens that precede it in the manual, but with a jump in the position ids: the
+first context token sits at position 0 and the last scored token at position D, up to 8 x 8,192.
+Only relative positions enter RoPE, so the model meets distances it never saw in training, at the cost
+of a forward pass over 256 tokens. Each method stretches RoPE by s = D / 8192.
+
+Run ``make positional`` (``python -m lmbook.experiments.positional_runs [tiny] [smollm2]``); results go to
+``data/positional_tiny.json.gz`` and ``data/positional_smollm2.json.gz`` (read them with :func:`load_results`).
+Left out: longer fine-tunes, other seeds, and SmolLM2 on genuinely long inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..model import Transformer, TransformerConfig
+from ..positional import rope_inv_freq, yarn_attention_factor
+from ..pretrained import word_corpus
+from ..training import TrainConfig, evaluate, train
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TINY_PATH, SMOLLM2_PATH = DATA / "positional_tiny.json.gz", DATA / "positional_smollm2.json.gz"
+
+# the tiny model: 2 blocks of width 64, 4 heads of size 16 (8 RoPE planes); trained on 128-token windows
+TINY_POSITIONAL = dict(context_length=128, d_model=64, n_layers=2, n_heads=4, dropout=0.0)
+SCHEMES = ("none", "learned", "sinusoidal", "rope", "alibi")
+TRAIN = TrainConfig(steps=400, batch_size=16, seq_len=128, lr=3e-3, warmup_steps=30, eval_every=10**9)
+FINETUNE = TrainConfig(steps=60, batch_size=4, seq_len=512, lr=1e-3, warmup_steps=5, eval_every=10**9, seed=1)
+EVAL_LENGTHS = (128, 256, 512, 1024)
+METHODS = ("PI", "NTK", "NTK-by-parts", "YaRN")  # NTK-by-parts: YaRN without its temperature
+
+
+def load_results(path: str | Path) -> dict:
+    """The stored results of :func:`run_tiny` (``TINY_PATH``) or :func:`run_smollm2` (``SMOLLM2_PATH``)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _save(path, results):
+    with gzip.GzipFile(path, "wb", mtime=0) as f:  # mtime=0: the same results give the same bytes
+        f.write((json.dumps(results, indent=1) + "\n").encode("utf-8"))
+
+
+def scaling_for(method: str, s: float, original_length: int) -> dict | None:
+    """The ``rope_inv_freq`` scaling dict of a method ("RoPE": none, or one of ``METHODS``) for factor s and
+    training length L. NTK-by-parts and YaRN share their frequencies; YaRN adds a temperature."""
+    kinds = {"PI": "linear", "NTK": "ntk", "NTK-by-parts": "yarn", "YaRN": "yarn"}
+    if method != "RoPE" and method not in kinds:
+        raise ValueError(f"method must be 'RoPE' or one of {tuple(kinds)}, got {method!r}")
+    if method == "RoPE" or s == 1:
+        return None
+    scaling = {"type": kinds[method], "factor": float(s)}
+    if kinds[method] == "yarn":
+        scaling["original_max_position_embeddings"] = original_length
+    return scaling
+
+
+def rescale_rope(model: Transformer, method: str, s: float, original_length: int) -> Transformer:
+    """A copy of a RoPE ``model`` trained on ``original_length`` tokens, stretched s times by ``method``.
+
+    The frequencies come from :func:`scaling_for`; nothing is trained. For YaRN, the attention factor
+    m = 0.1 ln s + 1 multiplies q and k; since RoPE is linear, that is the same as multiplying the rows of
+    W_Q and W_K by m once (the logits grow by m^2).
+    """
+    if model.config.positional != "rope":
+        raise ValueError(f"rescale_rope needs a RoPE model, got positional={model.config.positional!r}")
+    stretched = copy.deepcopy(model)
+    scaling = scaling_for(method, s, original_length)
+    stretched.inv_freq = rope_inv_freq(model.config.head_dim, model.config.rope_base, scaling)
+    if method == "YaRN" and s > 1:
+        m = yarn_attention_factor(s)
+        with torch.no_grad():
+            for block in stretched.blocks:
+                for proj in (block.attn.q_proj, block.attn.k_proj):
+                    proj.weight.mul_(m)
+                    if proj.bias is not None:
+                        proj.bias.mul_(m)
+    return stretched
+
+
+@torch.no_grad()
+def position_losses(model: Transformer, ids: torch.Tensor, length: int, batch_size: int = 8) -> torch.Tensor:
+    """Mean next-token loss (nats) at each position 0 .. length - 1 of side-by-side windows of ``ids``: (length,)."""
+    model.eval()
+    n = (len(ids) - 1) // length
+    windows = ids[: n * length + 1]
+    total = torch.zeros(length)
+    for start in range(0, n, batch_size):
+        rows = range(start, min(start + batch_size, n))
+        batch = torch.stack([windows[r * length: (r + 1) * length + 1] for r in rows])  # (b, length + 1)
+        logits = model(batch[:, :-1]).float()  # (b, length, V)
+        nll = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], reduction="none")  # (b, length)
+        total += nll.sum(0)
+    return total / n
+
+
+def _length_table(model, val_ids, lengths, method=None, original_length=None):
+    """Validation loss at each length; with a ``method``, RoPE is stretched by s = length / original_length."""
+    table = {}
+    for length in lengths:
+        m = model if method is None else rescale_rope(model, method, length / original_length, original_length)
+        table[str(length)] = round(evaluate(m, val_ids, length), 5)
+    return table
+
+
+def _bins(losses: torch.Tensor, width: int = 32) -> list[float]:
+    return [round(x, 4) for x in losses.view(-1, width).mean(1).tolist()]  # mean loss per bin of positions
+
+
+def run_tiny(path: str | Path = TINY_PATH, steps: int | None = None) -> dict:
+    """Experiment 1 (see the module docstring); writes ``path`` and returns the results."""
+    from ..utils import seed_everything
+
+    vocab, train_ids, val_ids = word_corpus()
+    train_cfg = TRAIN if steps is None else TrainConfig(**{**TRAIN.__dict__, "steps": steps})
+    L, longest = train_cfg.seq_len, max(EVAL_LENGTHS)
+    out = {"model": TINY_POSITIONAL, "train": train_cfg.__dict__, "finetune": FINETUNE.__dict__,
+           "eval_lengths": list(EVAL_LENGTHS), "val_tokens": len(val_ids) - 1, "vocab_size": len(vocab),
+           "schemes": {}, "seconds": {}}
+    models = {}
+    for scheme in SCHEMES:
+        seed_everything(0)
+        model = Transformer(TransformerConfig(vocab_size=len(vocab), positional=scheme, **TINY_POSITIONAL))
+        history = train(model, train_ids, None, train_cfg)
+        lengths = [n for n in EVAL_LENGTHS if scheme != "learned" or n <= model.config.context_length]
+        out["schemes"][scheme] = {"val_loss": _length_table(model, val_ids, lengths),
+                                  "final_train_loss": round(sum(history["train_loss"][-20:]) / 20, 4)}
+        if scheme != "learned":
+            out["schemes"][scheme]["position_loss"] = _bins(position_losses(model, val_ids, longest))
+        out["seconds"][scheme] = round(history["seconds"], 1)
+        models[scheme] = model
+        print(f"{scheme:>10}: {out['schemes'][scheme]['val_loss']}", flush=True)
+    rope = models["rope"]
+    out["stretched"] = {}  # RoPE stretched at evaluation time by s = length / L, no training
+    for method in METHODS:
+        stretched = rescale_rope(rope, method, longest / L, L)
+        out["stretched"][method] = {"val_loss": _length_table(rope, val_ids, EVAL_LENGTHS, method, L),
+                                    "position_loss": _bins(position_losses(stretched, val_ids, longest))}
+        print(f"{method:>10}: {out['stretched'][method]['val_loss']}", flush=True)
+    out["finetuned"] = {}  # a short fine-tune at length 512 with s = 4, then evaluated with s = 4 everywhere
+    s_ft = FINETUNE.seq_len / L
+    for method in ("RoPE", "PI", "NTK", "YaRN"):
+        seed_everything(0)
+        model = rescale_rope(rope, method, s_ft, L)
+        history = train(model, train_ids, None, FINETUNE)
+        out["finetuned"][method] = {"val_loss": _length_table(model, val_ids, EVAL_LENGTHS)}
+        out["seconds"][f"finetune {method}"] = round(history["seconds"], 1)
+        print(f"{method:>10} fine-tuned: {out['finetuned'][method]['val_loss']}", flush=True)
+    _save(path, out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Experiment 2: SmolLM2 and distances beyond its 8,192-token window
+# ---------------------------------------------------------------------------------------------------------
+
+SMOLLM2_WINDOW = 8192
+GAP_PASSAGE = 128            # tokens in the context passage and in the scored passage
+GAP_SAMPLES = 4              # passages (a batch)
+GAP_DISTANCES = (1024, 2048, 4096, 8192, 16384, 32768, 65536)  # largest query-key distance D
+
+
+def gap_positions(distance: int, passage: int = GAP_PASSAGE) -> torch.Tensor:
+    """Positions of the probe: the context passage at 0 .. P-1, the scored passage ending at ``distance``."""
+    return torch.cat([torch.arange(passage), torch.arange(distance - passage + 1, distance + 1)])
+
+
+@torch.no_grad()
+def _passage_loss(model, batch, positions, scored):
+    """Mean loss of the last ``scored`` tokens of each row of ``batch`` (b, T), read at ``positions`` (T,)."""
+    logits = model(batch[:, :-1], positions[:-1]).float()  # (b, T - 1, V)
+    nll = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], reduction="none")  # (b, T - 1)
+    return nll[:, -scored:].mean().item()
+
+
+def run_smollm2(path: str | Path = SMOLLM2_PATH) -> dict:
+    """Experiment 2 (see the module docstring); writes ``path`` and returns the results."""
+    from .. import data
+    from ..pretrained import load_smollm2
+    from ..tokenization import BPETokenizer
+
+    model, tokenizer = load_smollm2(), BPETokenizer.from_gguf()
+    ids = torch.tensor(tokenizer.encode("\n\n".join(data.split("validation").values())))
+    P = GAP_PASSAGE
+    starts = [int(i * (len(ids) - 2 * P) / GAP_SAMPLES) for i in range(GAP_SAMPLES)]
+    batch = torch.stack([ids[s:s + 2 * P] for s in starts])  # (samples, 2P): context passage, scored passage
+    rows, start = [], time.perf_counter()
+
+    def record(name, distance, method, loss):
+        rows.append({"setting": name, "distance": distance, "method": method, "loss": round(loss, 5)})
+        print(f"{name:>12} D={distance:6d} {method:>5}: loss {loss:.4f} (ppl {math.exp(loss):.2f})", flush=True)
+
+    record("alone", P - 1, "RoPE", _passage_loss(model, batch[:, P:], torch.arange(P), P - 1))
+    record("contiguous", 2 * P - 1, "RoPE", _passage_loss(model, batch, torch.arange(2 * P), P - 1))
+    for distance in GAP_DISTANCES:
+        s = distance / SMOLLM2_WINDOW
+        for method in ("RoPE", *METHODS) if s > 1 else ("RoPE",):
+            stretched = rescale_rope(model, method, s, SMOLLM2_WINDOW)
+            record("gap", distance, method, _passage_loss(stretched, batch, gap_positions(distance, P), P - 1))
+            del stretched
+    out = {"window": SMOLLM2_WINDOW, "passage": P, "samples": GAP_SAMPLES, "starts": starts,
+           "scored_tokens": GAP_SAMPLES * (P - 1), "rows": rows, "seconds": round(time.perf_counter() - start, 1)}
+    _save(path, out)
+    return out
+
+
+if __name__ == "__main__":  # make positional
+    import sys
+
+    torch.set_num_threads(int(os.environ.get("LMBOOK_THREADS", "2")))
+    which = sys.argv[1:] or ["tiny", "smollm2"]
+    if "tiny" in which:
+        run_tiny()
+    if "smollm2" in which:
+        run_smollm2()

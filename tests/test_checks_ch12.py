@@ -1,0 +1,93 @@
+"""Chapter 12's self-checks accept the right answer and reject plausible wrong ones with a useful message."""
+
+import math
+
+import pytest
+import torch
+from lmbook import checks
+from lmbook.checks import RESULTS
+from lmbook.pretrained import interleaved_to_half_rows
+
+
+def rope_complex(x, positions, base=10000.0):
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    angles = positions.double()[:, None] * theta
+    return torch.view_as_real(z * torch.exp(1j * angles)).reshape(x.shape).to(x.dtype)
+
+
+def rope_complex_clockwise(x, positions, base=10000.0):
+    return rope_complex(x, -positions, base)  # e^{-i p theta}: the wrong direction
+
+
+def rope_complex_half_pairs(x, positions, base=10000.0):
+    d = x.shape[-1]
+    perm = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
+    return rope_complex(x[..., perm], positions, base)  # pairs (i, i + d/2), not (2i, 2i + 1)
+
+
+def rope_complex_ignores_base(x, positions, base=10000.0):
+    return rope_complex(x, positions)
+
+
+def half_to_interleaved_rows(w, n_heads):
+    rows, d_in = w.shape
+    return w.reshape(n_heads, 2, rows // n_heads // 2, d_in).transpose(1, 2).reshape(rows, d_in)
+
+
+def half_to_interleaved_rows_whole_matrix(w, n_heads):
+    return half_to_interleaved_rows(w, 1)  # permutes across heads
+
+
+def half_to_interleaved_rows_inverse_direction(w, n_heads):
+    return interleaved_to_half_rows(w, n_heads)  # the permutation the other way round
+
+
+def rope_decay(head_dim, base, distances):
+    theta = torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
+    return torch.cos(torch.as_tensor(distances, dtype=torch.float64)[:, None] * theta).mean(1)
+
+
+def rope_decay_odd_exponent(head_dim, base, distances):
+    theta = torch.tensor([base ** (-(2 * i + 1) / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
+    return torch.cos(torch.as_tensor(distances, dtype=torch.float64)[:, None] * theta).mean(1)
+
+
+def rope_decay_unnormalised(head_dim, base, distances):
+    return rope_decay(head_dim, base, distances) * head_dim
+
+
+@pytest.mark.parametrize("check,good,bad,message", [
+    (checks.check_rope_complex, rope_complex, rope_complex_clockwise, "counter-clockwise"),
+    (checks.check_rope_complex, rope_complex, rope_complex_half_pairs, "x_{2i}"),
+    (checks.check_rope_complex, rope_complex, rope_complex_ignores_base, "base argument"),
+    (checks.check_half_to_interleaved_rows, half_to_interleaved_rows, half_to_interleaved_rows_whole_matrix,
+     "inside their own head"),
+    (checks.check_half_to_interleaved_rows, half_to_interleaved_rows, half_to_interleaved_rows_inverse_direction,
+     "0, 4, 1, 5"),
+    (checks.check_rope_decay, rope_decay, rope_decay_odd_exponent, "cos(distance"),
+    (checks.check_rope_decay, rope_decay, rope_decay_unnormalised, "divide by d"),
+])
+def test_check_accepts_the_solution_and_rejects_a_mistake(check, good, bad, message, capsys):
+    name = check.__name__.removeprefix("check_")
+    check(good)
+    assert RESULTS[name] is True, capsys.readouterr().out
+    capsys.readouterr()
+    check(bad)
+    out = capsys.readouterr().out
+    assert RESULTS[name] is False and message in out, out
+
+
+def test_half_to_interleaved_undoes_the_loader_permutation():
+    w = torch.randn(18, 4)
+    torch.testing.assert_close(interleaved_to_half_rows(half_to_interleaved_rows(w, 3), 3), w)
+
+
+def test_full_turns(capsys):
+    checks.check_full_turns(20)
+    assert RESULTS["full_turns"] is True
+    checks.check_full_turns(32 - 20)  # counted the planes that do *not* turn
+    assert RESULTS["full_turns"] is False and "hint" in capsys.readouterr().out
+    checks.check_full_turns(math.floor(64 * math.log(8192 / (2 * math.pi)) / (2 * math.log(1e5))))  # forgot i = 0
+    assert RESULTS["full_turns"] is False

@@ -135,3 +135,57 @@ def test_student_edition_can_run_top_to_bottom(nb):
         code = "\n".join(line for line in src.splitlines() if "checks.check_" not in line)
         used = {name for name in defined if re.search(rf"\b{name}\b", code)}
         assert not used, f"{nb.name}: a cell outside the solutions uses {sorted(used)}, which the student edition stubs"
+
+
+# ----- the package's layers ---------------------------------------------------------------------------
+
+PACKAGE = ROOT / "lib" / "lmbook"
+HELPERS = {"__init__", "show", "plotting", "utils", "data", "validate", "checks"}
+TARGET_NAMES = ("01_language_models_and_perplexity", "02_tfidf_bm25_pmi", "03_pagerank_textrank", "04_pos_tagging",
+                "05_tokenization", "06_embeddings", "07_attention", "08_efficient_attention", "09_transformer_lm",
+                "10_decoding", "11_kv_cache", "12_positional_encodings", "13_encoder_decoder",
+                "14_mixture_of_experts", "15_lora", "16_dpo", "17_reasoning_models", "18_agents_and_retrieval")
+
+
+def _imports_of(path: pathlib.Path) -> set[str]:
+    """The lmbook modules a file imports, as dotted names relative to lmbook ("experiments.lora_task")."""
+    import ast
+
+    package = path.relative_to(PACKAGE).parent.parts
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = list(package[: len(package) - node.level + 1]) if node.level else []
+            module = (node.module or "").split(".") if node.module else []
+            if not node.level and module[:1] != ["lmbook"]:
+                continue
+            dotted = base + (module[1:] if not node.level else module)
+            found.add(".".join(dotted))
+            found.update(".".join(dotted + [alias.name]) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("lmbook.") for a in node.names if a.name.startswith("lmbook."))
+    return found
+
+
+def test_layers_point_down():
+    """Concept modules and book helpers never import the experiments or the teaching layer."""
+    for path in sorted(PACKAGE.glob("*.py")):
+        if path.stem in ("__init__", "checks"):  # the package's entry point; lmbook.checks is teaching.checks
+            continue
+        upward = sorted(m for m in _imports_of(path) if m.split(".")[0] in ("experiments", "teaching"))
+        assert not upward, f"lmbook/{path.name} imports {upward}: arrows point from experiments/teaching down"
+
+
+def test_modules_stay_readable():
+    """DESIGN: a module reads top to bottom, never over about 350 lines."""
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 350}
+    assert not long, f"modules over 350 lines: {long}"
+
+
+def test_notebooks_carry_their_target_names():
+    """Chapter files are named as in the table of contents of the second edition."""
+    for nb in NOTEBOOKS:
+        assert nb.stem in TARGET_NAMES, f"{nb.name} is not one of the target chapter names"
+        title = next(c for c in json.load(open(nb))["cells"] if c["cell_type"] == "markdown")["source"][0]
+        assert title.startswith(f"# {int(nb.stem[:2])}. "), f"{nb.name}: the title should start with its number"

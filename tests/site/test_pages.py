@@ -104,3 +104,36 @@ def test_site_works_from_disk_without_a_server(page, site):
     page.wait_for_selector("#search-results li a", timeout=20_000)
     hits = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.href)")
     assert any("01_language_models_and_perplexity" in h for h in hits), hits
+
+
+def _diagram_pages():
+    """(page, diagram name) for every mechanism diagram a chapter draws."""
+    import json
+
+    from lmbook.plotting.diagrams import ALT_TEXT
+
+    found = []
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        text = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        found += [(f"notebooks/{nb.stem}.html", name) for name in ALT_TEXT if f"diagrams.{name}(" in text]
+    return found
+
+
+@pytest.mark.parametrize("path,name", _diagram_pages())
+def test_diagram_is_described_captioned_and_readable_in_dark_mode(page, server, path, name):
+    from lmbook.plotting.diagrams import ALT_TEXT
+
+    open_page(page, server, path)
+    page.evaluate("() => { const root = document.documentElement; root.dataset.theme = root.dataset.mode = 'dark'; }")
+    found = page.evaluate(
+        """alt => [...document.querySelectorAll('article img')].filter(e => e.getAttribute('alt') === alt).map(e => {
+             const c = document.createElement('canvas'); c.width = e.naturalWidth; c.height = e.naturalHeight;
+             const ctx = c.getContext('2d'); ctx.drawImage(e, 0, 0);
+             return {width: e.naturalWidth,
+                     caption: !!e.closest('figure')?.querySelector('figcaption'),
+                     corner: [...ctx.getImageData(1, 1, 1, 1).data]}; })""", ALT_TEXT[name])
+    assert len(found) == 1, f"{path}: expected one image with the alt text of {name}, found {len(found)}"
+    image = found[0]
+    assert image["caption"], f"{path}: the {name} diagram has no caption"
+    assert 0 < image["width"] <= 760, f"{path}: the {name} diagram is {image['width']} px wide"
+    assert image["corner"] == [255, 255, 255, 255], f"{path}: {name} is not opaque white in dark mode: {image}"

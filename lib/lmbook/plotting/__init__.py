@@ -2,7 +2,9 @@
 
 Figures have an opaque white background so they stay readable when the site is in dark mode,
 a colour-blind-safe palette (Okabe-Ito), and fonts large enough for a phone screen.
-Alt text lives in each figure cell's metadata (``mystnb.image.alt``), not here.
+Alt text lives in each figure cell's metadata (``mystnb.image.alt``). The submodule
+:mod:`lmbook.plotting.diagrams` draws the book's pictures of mechanisms (attention, the KV cache, RoPE,
+BPE, skip-gram, LoRA, DPO) and holds their alt text.
 """
 
 from __future__ import annotations

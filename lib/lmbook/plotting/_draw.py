@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 from matplotlib.colors import to_rgb
+from matplotlib.font_manager import FontProperties
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Polygon, Rectangle
+from matplotlib.textpath import TextPath
 
 from . import PALETTE
 
@@ -35,6 +37,11 @@ def canvas(width: float, height: float):
 def tint(colour: str, amount: float = 0.25) -> tuple[float, float, float]:
     """``colour`` mixed with white: ``amount`` 1 is the colour itself, 0 is white."""
     return tuple(1 - amount * (1 - c) for c in to_rgb(colour))
+
+
+def text_width(text: str, size: float = FONT, family: str = "DejaVu Sans") -> float:
+    """The width in inches that ``text`` takes at ``size`` points, measured from the glyphs' outlines."""
+    return TextPath((0, 0), text, size=size, prop=FontProperties(family=family)).get_extents().width / 72
 
 
 def label(ax, x: float, y: float, text: str, size: float = FONT, **kw):

@@ -1,4 +1,4 @@
-"""BM25 at scale: lmbook.retrieval.BM25 against bm25s (numpy backend) and rank_bm25, timed in the same run.
+"""BM25 at scale: lmbook.bm25.BM25 against bm25s (numpy backend) and rank_bm25, timed in the same run.
 
 The corpus is synthetic: 100,000 documents with lengths uniform in [50, 150] (mean 100 tokens) and tokens
 drawn from a Zipf law p(rank r) ~ 1/r over a 100,000-word vocabulary. The 1,000 queries have 1 to 5 tokens,
@@ -61,7 +61,7 @@ def _timed(fn, repeat: int = 1):
 
 def run() -> str:
     import bm25s
-    from lmbook.retrieval import BM25
+    from lmbook.bm25 import BM25
     from rank_bm25 import BM25Okapi
 
     docs, queries = make_corpus()

@@ -160,6 +160,9 @@ def test_stopword_removal_keeps_sentences_apart():
         (lambda: pmi(cooccurrence_counts([["a", "b"]]), marginals="rows"), ValueError, ["marginals", "rows"]),
         (lambda: pmi([[1, 0], [0, 1]]), TypeError, ["cooc", "list"]),
         (lambda: collocations(cooccurrence_counts([["a", "b"]]), min_count=0), ValueError, ["min_count"]),
+        (lambda: remove_stopwords("the cat sat"), TypeError, ["sentences", "str"]),
+        (lambda: remove_stopwords([["the", "cat"]], stopwords="the"), TypeError, ["stopwords", "str"]),
+        (lambda: cooccurrence_counts([["a", "b"]], symmetric="yes"), TypeError, ["symmetric"]),
     ],
 )
 def test_bad_input_names_the_argument(call, error, words):

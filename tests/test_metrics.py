@@ -136,6 +136,11 @@ def test_precision_recall_f1_match_sklearn(tp, fp, fn):
     (lambda: metrics.smoothed_targets(torch.tensor([5]), 5, 0.1), r"\[0, 5\)"),
     (lambda: metrics.smoothed_targets(torch.tensor([1]), 5, 1.5), "epsilon"),
     (lambda: metrics.precision_recall_f1(-1, 0, 0), "tp"),
+    (lambda: metrics.cross_entropy(torch.tensor([[0.0, float("nan")]]), torch.tensor([0])), "NaN"),
+    (lambda: metrics.cross_entropy(torch.zeros(2, 5), torch.tensor([0, 1]), ignore_index=0.5), "ignore_index"),
+    (lambda: metrics.perplexity_from_probs(["0.5", 0.25]), "token_probs must hold only numbers"),
+    (lambda: metrics.entropy("0.5 0.5"), "p must be a list"),
+    (lambda: metrics.label_smoothed_cross_entropy(torch.zeros(2, 1), torch.tensor([0, 0]), 0.1), "V >= 2"),
 ])
 def test_bad_input_gets_a_clear_error(call, match):
     with pytest.raises((ValueError, TypeError), match=match):

@@ -5,7 +5,8 @@ import math
 import random
 
 import pytest
-from lmbook.ngram import BOS, EOS, UNK, NGramLM
+import torch
+from lmbook.ngram import BOS, EOS, UNK, NeuralNGramLM, NGramLM
 
 TOY = [s.split() for s in ["the cat sat on the mat", "the dog sat on the mat", "a cat saw the dog"]]
 
@@ -130,6 +131,9 @@ def test_generate_is_reproducible_and_stays_in_vocabulary():
     (lambda: NGramLM(2).prob("the"), "not trained"),
     (lambda: NGramLM(2).fit(TOY).prob("cat", "the"), "not a str"),
     (lambda: NGramLM(2).fit(TOY).generate(0), "max_words"),
+    (lambda: NGramLM(2).fit(TOY).generate(5, context="the cat"), "context must be a list of words"),
+    (lambda: NGramLM(2).fit(TOY).log_likelihood([["the", 1]]), r"sentences\[0\]\[1\] must be a str"),
+    (lambda: NeuralNGramLM(5, n=3)(torch.tensor([[0, 9]])), r"context_ids must hold token ids in \[0, 5\]"),
 ])
 def test_bad_input_gets_a_clear_error(call, match):
     with pytest.raises((ValueError, TypeError), match=match):

@@ -1,5 +1,5 @@
-"""lmbook.retrieval against scikit-learn (TF-IDF), rank_bm25 and bm25s (BM25, float64), torchmetrics
-(precision@k, recall@k, MRR) and brute force (RRF, the readable BM25 path)."""
+"""lmbook.retrieval, lmbook.bm25 and lmbook.ranking against scikit-learn (TF-IDF), rank_bm25 and bm25s
+(BM25, float64), torchmetrics (precision@k, recall@k, MRR) and brute force (RRF, the readable BM25 path)."""
 
 import random
 import unicodedata
@@ -9,21 +9,9 @@ import bm25s
 import numpy as np
 import pytest
 import torch
-from lmbook.retrieval import (
-    BM25,
-    BM25_VARIANTS,
-    TfIdf,
-    bm25_idf,
-    bm25_scores,
-    inverse_document_frequency,
-    manual_queries,
-    precision_at_k,
-    recall_at_k,
-    reciprocal_rank,
-    reciprocal_rank_fusion,
-    tf_idf,
-    tokenize,
-)
+from lmbook.bm25 import BM25, BM25_VARIANTS, bm25_idf, bm25_scores, bm25_tf
+from lmbook.ranking import manual_queries, precision_at_k, recall_at_k, reciprocal_rank, reciprocal_rank_fusion
+from lmbook.retrieval import TfIdf, inverse_document_frequency, tf_idf, tokenize
 from rank_bm25 import BM25Okapi, BM25Plus
 from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.metrics.pairwise import cosine_similarity
@@ -264,6 +252,13 @@ def test_unicode_and_case_are_normalised_by_the_tokenizer_only():
         (lambda: precision_at_k(["a"], {"a"}, 0), ValueError, ["k", ">= 1"]),
         (lambda: recall_at_k(["a"], set(), 1), ValueError, ["relevant", "non-empty"]),
         (lambda: tokenize(["a"]), TypeError, ["text", "list"]),
+        (lambda: inverse_document_frequency(np.array([5]), 3, "plain"), ValueError, ["df", "[1, n_docs = 3]", "5"]),
+        (lambda: bm25_tf(2.0, 5.0, avgdl=-4.0), ValueError, ["avgdl", "> 0", "-4.0"]),
+        (lambda: bm25_tf([1.0, 2.0], [3.0, 4.0, 5.0], 4.0), ValueError, ["tf", "doc_len", "broadcast"]),
+        (lambda: bm25_idf([0, 1], 2), ValueError, ["df", "0"]),
+        (lambda: precision_at_k("abc", {"a"}, 1), TypeError, ["ranked", "str"]),
+        (lambda: reciprocal_rank(["a", "a"], {"a"}), ValueError, ["ranked", "more than once"]),
+        (lambda: TfIdf().index([["a"]]).get_scores(["a", None]), TypeError, ["query_tokens[1]", "str"]),
     ],
 )
 def test_bad_input_names_the_argument(call, error, words):

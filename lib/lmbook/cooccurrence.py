@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from . import validate
+
 __all__ = ["Cooccurrence", "cooccurrence_counts", "pmi", "ppmi", "collocations", "remove_stopwords",
            "STOPWORDS"]
 
@@ -47,6 +49,9 @@ class Cooccurrence:
     window: int
     symmetric: bool
 
+    def __post_init__(self):
+        _check_cooccurrence(self)
+
     @property
     def n_tokens(self) -> int:
         return int(self.unigram.sum())
@@ -57,6 +62,7 @@ class Cooccurrence:
 
     def count(self, x: str, y: str) -> int:
         """C[x, y] (0 for a word that never occurs)."""
+        _check_words(x=x, y=y)
         if x not in self.index or y not in self.index:
             return 0
         return int(self.counts[self.index[x], self.index[y]])
@@ -68,22 +74,13 @@ def cooccurrence_counts(sentences, window: int = 2, symmetric: bool = False) -> 
     ``sentences`` is a list of sentences, each a list of words. With ``symmetric=True`` each pair is also
     counted as (w_j, w_i), so C is symmetric and its total is twice the number of pairs.
     """
-    if isinstance(sentences, str) or not hasattr(sentences, "__iter__"):
-        raise TypeError("sentences must be a list of sentences, each a list of words")
-    sentences = list(sentences)
-    for s in sentences:
-        if isinstance(s, str) or not isinstance(s, (list, tuple)):
-            raise TypeError(f"each sentence must be a list of words, got {type(s).__name__}; split it first")
-    if isinstance(window, bool) or not isinstance(window, int) or window < 2:
-        raise ValueError(f"window must be an int >= 2 (2 pairs adjacent words), got {window!r}")
-    if not any(sentences):
-        raise ValueError("sentences is empty: there is nothing to count")
+    _check_counting(sentences, window, symmetric)
     vocab = sorted({w for s in sentences for w in s})
     index = {w: i for i, w in enumerate(vocab)}
     rows, cols = [], []
     unigram = np.zeros(len(vocab), dtype=np.int64)
     for s in sentences:
-        ids = [index[w] for w in s]
+        ids = [index[w] for w in s]  # the sentence as row numbers of C
         np.add.at(unigram, ids, 1)
         for i, x in enumerate(ids):
             for y in ids[i + 1:i + window]:
@@ -98,22 +95,12 @@ def cooccurrence_counts(sentences, window: int = 2, symmetric: bool = False) -> 
 
 
 def _marginals(cooc: Cooccurrence, marginals: str) -> tuple[np.ndarray, np.ndarray]:
+    """(p(x), p(y)): unigram frequencies, or the row and column sums of C, normalised."""
     if marginals == "unigram":
         p = cooc.unigram / cooc.n_tokens
         return p, p
-    if marginals == "matrix":
-        rows, cols = np.asarray(cooc.counts.sum(axis=1)).ravel(), np.asarray(cooc.counts.sum(axis=0)).ravel()
-        return rows / cooc.n_pairs, cols / cooc.n_pairs
-    raise ValueError(f"marginals must be 'unigram' or 'matrix', got {marginals!r}")
-
-
-def _check(cooc, base) -> None:
-    if not isinstance(cooc, Cooccurrence):
-        raise TypeError(f"cooc must be the result of cooccurrence_counts(...), got {type(cooc).__name__}")
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not (base > 0 and base != 1):
-        raise ValueError(f"base must be a number > 0 and != 1 (2 gives bits, e for nats), got {base!r}")
-    if cooc.n_pairs == 0:
-        raise ValueError("no pairs were counted (every sentence is shorter than 2 words): PMI is undefined")
+    rows, cols = np.asarray(cooc.counts.sum(axis=1)).ravel(), np.asarray(cooc.counts.sum(axis=0)).ravel()
+    return rows / cooc.n_pairs, cols / cooc.n_pairs
 
 
 def pmi(cooc: Cooccurrence, *, base: float = 2, marginals: str = "unigram") -> np.ndarray:
@@ -124,12 +111,8 @@ def pmi(cooc: Cooccurrence, *, base: float = 2, marginals: str = "unigram") -> n
     together. Unigram marginals only approximate them: pairs are lost at sentence ends, so on a tiny corpus
     the bound can fail. Dense, so meant for small vocabularies; see :func:`ppmi` and :func:`collocations`.
     """
-    _check(cooc, base)
-    V = len(cooc.vocab)
-    if V > 4000:
-        raise ValueError(f"pmi builds a dense {V} x {V} array; for a vocabulary this large use ppmi() or "
-                         "collocations(), which keep only the pairs that occur")
-    C = cooc.counts.toarray()
+    _check_pmi(cooc, base, marginals, dense=True)
+    C = cooc.counts.toarray()  # (V, V)
     p_x, p_y = _marginals(cooc, marginals)
     with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 where a row or column of C is empty
         values = np.log(C / cooc.n_pairs / np.outer(p_x, p_y)) / math.log(base)
@@ -146,7 +129,7 @@ def _observed_pmi(cooc: Cooccurrence, base: float, marginals: str):
 
 def ppmi(cooc: Cooccurrence, *, base: float = 2, marginals: str = "unigram") -> sp.csr_matrix:
     """Positive PMI, max(PMI(x, y), 0), as a sparse (V, V) matrix: unseen pairs (PMI = -inf) become 0."""
-    _check(cooc, base)
+    _check_pmi(cooc, base, marginals)
     rows, cols, _, values = _observed_pmi(cooc, base, marginals)
     keep = values > 0
     return sp.csr_matrix((values[keep], (rows[keep], cols[keep])), shape=cooc.counts.shape)
@@ -160,9 +143,7 @@ def collocations(cooc: Cooccurrence, n: int = 10, min_count: int = 5, *, base: f
     pairs seen once, because PMI rewards rare words: two words that occur once, side by side, get the
     largest PMI there is.
     """
-    _check(cooc, base)
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise ValueError(f"min_count must be an int >= 1, got {min_count!r}")
+    _check_collocations(cooc, n, min_count, base, marginals)
     rows, cols, counts, values = _observed_pmi(cooc, base, marginals)
     keep = counts >= min_count
     rows, cols, counts, values = rows[keep], cols[keep], counts[keep], values[keep]
@@ -172,5 +153,75 @@ def collocations(cooc: Cooccurrence, n: int = 10, min_count: int = 5, *, base: f
 
 def remove_stopwords(sentences, stopwords=STOPWORDS) -> list[list[str]]:
     """Drop stopwords from every sentence; words that were apart become neighbours, sentences stay apart."""
+    _check_stopwords(sentences, stopwords)
     stop = frozenset(stopwords)
     return [[w for w in s if w not in stop] for s in sentences]
+
+
+# ----- argument checks ---------------------------------------------------------------------------------
+
+def _check_sentences(sentences) -> None:
+    validate.sequence("sentences", sentences, what="sentences, each a list of words")
+    for i, sentence in enumerate(sentences):
+        if isinstance(sentence, str):
+            raise TypeError(f"sentences[{i}] must be a list of words, got the str {sentence[:30]!r}; split it first")
+        validate.strings(f"sentences[{i}]", sentence, empty=True)
+
+
+def _check_counting(sentences, window, symmetric) -> None:
+    _check_sentences(sentences)
+    if not any(sentences):
+        raise ValueError("sentences is empty: there is nothing to count")
+    validate.integer("window", window, low=2)  # 2 pairs adjacent words
+    validate.boolean("symmetric", symmetric)
+
+
+def _check_pmi(cooc, base, marginals, dense: bool = False) -> None:
+    if not isinstance(cooc, Cooccurrence):
+        raise TypeError(f"cooc must be the result of cooccurrence_counts(...), got {validate.describe(cooc)}")
+    validate.number("base", base, low=0, low_open=True)  # 2 gives bits, e nats
+    if base == 1:
+        raise ValueError("base must be > 0 and != 1 (2 gives bits, e for nats), got 1")
+    validate.choice("marginals", marginals, ("unigram", "matrix"))
+    if cooc.n_pairs == 0:
+        raise ValueError("no pairs were counted in cooc (every sentence is shorter than 2 words): PMI is undefined")
+    if dense and len(cooc.vocab) > 4000:
+        raise ValueError(f"pmi builds a dense V x V array, and cooc has V = {len(cooc.vocab)}; for a vocabulary "
+                         "this large use ppmi() or collocations(), which keep only the pairs that occur")
+
+
+def _check_collocations(cooc, n, min_count, base, marginals) -> None:
+    _check_pmi(cooc, base, marginals)
+    validate.integer("n", n)
+    validate.integer("min_count", min_count)
+
+
+def _check_words(**words) -> None:
+    for name, word in words.items():
+        validate.string(name, word, empty=True)
+
+
+def _check_stopwords(sentences, stopwords) -> None:
+    _check_sentences(sentences)
+    if isinstance(stopwords, str) or not isinstance(stopwords, (set, frozenset, list, tuple)):
+        raise TypeError(f"stopwords must be a set or list of words, got {validate.describe(stopwords)}")
+    if not stopwords:
+        raise ValueError("stopwords is empty: nothing would be removed")
+    for word in stopwords:
+        validate.string("stopwords", word)
+
+
+def _check_cooccurrence(c: Cooccurrence) -> None:
+    validate.strings("vocab", c.vocab, empty=True)
+    if not isinstance(c.index, dict) or len(c.index) != len(c.vocab) or any(
+            c.index.get(w) != i for i, w in enumerate(c.vocab)):
+        raise ValueError("index must be the dict {vocab[i]: i} of the vocabulary")
+    V = len(c.vocab)
+    if not sp.issparse(c.counts) or c.counts.shape != (V, V):
+        raise TypeError(f"counts must be a sparse (V, V) = ({V}, {V}) matrix, got {validate.describe(c.counts)}")
+    if not isinstance(c.unigram, np.ndarray) or c.unigram.shape != (V,) or c.unigram.dtype.kind not in "iu":
+        raise TypeError(f"unigram must be an int array of shape ({V},), got {validate.describe(c.unigram)}")
+    if (c.unigram < 0).any() or (c.counts.data < 0).any():
+        raise ValueError("counts and unigram must hold counts >= 0")
+    validate.integer("window", c.window, low=2)
+    validate.boolean("symmetric", c.symmetric)

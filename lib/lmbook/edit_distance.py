@@ -20,26 +20,14 @@ from collections import namedtuple
 
 import numpy as np
 
+from . import validate
+
 __all__ = ["levenshtein", "edit_table", "edit_alignment", "osa_distance", "suggest", "Edit"]
 
 Edit = namedtuple("Edit", ["op", "i", "j", "a_item", "b_item"])
 Edit.__doc__ = """One step of an alignment: ``op`` is "match", "substitute", "delete" or "insert";
 ``i`` and ``j`` are positions in ``a`` and ``b`` (the item deleted from ``a`` at ``i``, or inserted from ``b``
 at ``j``)."""
-
-
-def _check_sequences(a, b) -> None:
-    for name, s in (("a", a), ("b", b)):
-        if not isinstance(s, (str, list, tuple)):
-            raise TypeError(f"{name} must be a str or a list/tuple of tokens, got {type(s).__name__}")
-
-
-def _check_costs(**costs) -> None:
-    for name, c in costs.items():
-        if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)):
-            raise TypeError(f"{name} must be a number (the cost of one {name}), got {type(c).__name__}")
-        if not (c >= 0 and np.isfinite(c)):
-            raise ValueError(f"{name} must be a finite cost >= 0, got {c!r}")
 
 
 def edit_table(a, b, *, insert=1, delete=1, substitute=1) -> np.ndarray:
@@ -49,10 +37,9 @@ def edit_table(a, b, *, insert=1, delete=1, substitute=1) -> np.ndarray:
     D[i, j] = min(D[i-1, j] + delete,                                   (delete a[i-1])
                   D[i, j-1] + insert,                                   (insert b[j-1])
                   D[i-1, j-1] + (0 if a[i-1] == b[j-1] else substitute)) (match or substitute)
+    ``a`` and ``b`` are strings or lists of tokens; the costs are numbers >= 0 (chapter 2).
     """
-    _check_sequences(a, b)
-    _check_costs(insert=insert, delete=delete, substitute=substitute)
-    kind = int if all(isinstance(c, (int, np.integer)) for c in (insert, delete, substitute)) else float
+    _check_edit(a, b, insert=insert, delete=delete, substitute=substitute)
     D = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]  # Python lists: fast to index one cell at a time
     for i in range(len(a) + 1):
         D[i][0] = i * delete
@@ -62,7 +49,7 @@ def edit_table(a, b, *, insert=1, delete=1, substitute=1) -> np.ndarray:
         for j in range(1, len(b) + 1):
             diagonal = D[i - 1][j - 1] + (0 if a[i - 1] == b[j - 1] else substitute)
             D[i][j] = min(D[i - 1][j] + delete, D[i][j - 1] + insert, diagonal)
-    return np.array(D, dtype=np.int64 if kind is int else np.float64)
+    return np.array(D, dtype=_table_dtype(insert, delete, substitute))
 
 
 def levenshtein(a, b, *, insert=1, delete=1, substitute=1):
@@ -106,8 +93,9 @@ def osa_distance(a, b) -> int:
 
     Adds D[i, j] = min(..., D[i-2, j-2] + 1) when a[i-1] == b[j-2] and a[i-2] == b[j-1]. No item may be
     edited again after a swap, so OSA("ca", "abc") = 3, whereas unrestricted Damerau-Levenshtein gives 2.
+    ``a`` and ``b`` are strings or lists of tokens (chapter 2).
     """
-    _check_sequences(a, b)
+    _check_edit(a, b)
     D = [[i + j if i == 0 or j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
     for i in range(1, len(a) + 1):
         for j in range(1, len(b) + 1):
@@ -123,14 +111,9 @@ def suggest(word: str, word_counts: dict, k: int = 5, max_distance: int = 2, dis
     Ranked by distance, then by count in ``word_counts`` (more frequent first), then alphabetically, so
     ties are broken by frequency, as a unigram language model would. Words whose length differs from
     ``word``'s by more than ``max_distance`` cannot be close enough and are skipped without computing D.
+    ``distance(a, b)`` is any edit distance, e.g. :func:`osa_distance` (chapter 2).
     """
-    if not isinstance(word, str):
-        raise TypeError(f"word must be a str, got {type(word).__name__}")
-    if not isinstance(word_counts, dict) or not word_counts:
-        raise ValueError("word_counts must be a non-empty dict {word: count} of known words")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
-    _check_costs(max_distance=max_distance)
+    _check_suggest(word, word_counts, k, max_distance, distance)
     found = []
     for candidate, count in word_counts.items():
         if abs(len(candidate) - len(word)) > max_distance:
@@ -140,3 +123,34 @@ def suggest(word: str, word_counts: dict, k: int = 5, max_distance: int = 2, dis
             found.append((candidate, d, count))
     found.sort(key=lambda t: (t[1], -t[2], t[0]))
     return found[:k]
+
+
+# ----- argument checks ---------------------------------------------------------------------------------
+
+def _check_edit(a, b, **costs) -> None:
+    for name, s in (("a", a), ("b", b)):
+        if not isinstance(s, (str, list, tuple)):
+            raise TypeError(f"{name} must be a str or a list/tuple of tokens, got {validate.describe(s)}")
+    for name, cost in costs.items():
+        validate.number(name, cost, low=0)  # the cost of one insertion, deletion or substitution
+
+
+def _table_dtype(*costs):
+    """int64 when every cost is an int (the distance is then an int), else float64."""
+    return np.int64 if all(isinstance(c, (int, np.integer)) for c in costs) else np.float64
+
+
+def _check_suggest(word, word_counts, k, max_distance, distance) -> None:
+    validate.string("word", word)
+    if not isinstance(word_counts, dict):
+        raise TypeError(f"word_counts must be a dict {{word: count}}, got {validate.describe(word_counts)}")
+    if not word_counts:
+        raise ValueError("word_counts must be a non-empty dict {word: count} of known words")
+    for known, n in word_counts.items():
+        if not isinstance(known, str):
+            raise TypeError(f"word_counts must map words (str) to counts, found the key {validate.describe(known)}")
+        validate.number(f"word_counts[{known!r}]", n, low=0)
+    validate.integer("k", k)
+    validate.number("max_distance", max_distance, low=0)
+    if not callable(distance):
+        raise TypeError(f"distance must be a function distance(a, b), got {validate.describe(distance)}")

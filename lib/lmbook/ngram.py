@@ -29,6 +29,8 @@ from collections import Counter, defaultdict
 import torch
 from torch import nn
 
+from . import validate
+
 __all__ = ["NGramLM", "NeuralNGramLM", "BOS", "EOS", "UNK", "SMOOTHINGS"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
@@ -40,23 +42,14 @@ class NGramLM:
 
     def __init__(self, n: int, smoothing: str = "kneser-ney", k: float = 1.0, discount: float = 0.75,
                  min_count: int = 1):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be an int >= 1, got {n!r}")
-        if smoothing not in SMOOTHINGS:
-            raise ValueError(f"smoothing must be one of {SMOOTHINGS}, got {smoothing!r}")
-        if not k > 0:
-            raise ValueError(f"k must be > 0 for add-k smoothing, got {k!r}")
-        if not 0 < discount < 1:
-            raise ValueError(f"discount must be in (0, 1), got {discount!r}")
-        if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-            raise ValueError(f"min_count must be an int >= 1, got {min_count!r}")
+        _check_config(n, smoothing, k, discount, min_count)
         self.n, self.smoothing, self.k, self.discount, self.min_count = n, smoothing, k, discount, min_count
         self.vocab: list[str] = []
 
     # ----- training -------------------------------------------------------------------------------
     def fit(self, sentences) -> NGramLM:
         """Count n-grams of every order 1..n in ``sentences`` (a list of lists of words)."""
-        sentences = _validate_sentences(sentences)
+        _check_sentences(sentences)
         freq = Counter(w for s in sentences for w in s)
         known = {w for w, c in freq.items() if c >= self.min_count and w not in (BOS, EOS, UNK)}
         self.vocab = sorted(known) + [EOS, UNK]
@@ -81,13 +74,13 @@ class NGramLM:
 
     # ----- probabilities ---------------------------------------------------------------------------
     def prob(self, word: str, context=()) -> float:
-        """P(word | context). Only the last n-1 words of ``context`` matter; a short context is padded with <s>."""
-        if not self.vocab:
-            raise ValueError("the model is not trained yet: call fit(sentences) first")
-        if isinstance(context, str):
-            raise TypeError("context must be a sequence of words, not a str; use context=['the', 'cat']")
+        """P(word | context) with the model's smoothing (chapter 1).
+
+        Only the last n-1 words of ``context`` (a list of words) matter; a short context is padded with <s>.
+        """
+        _check_query(self, word=word, context=context)
         h = tuple(self._map(w) if w != BOS else BOS for w in context)
-        h = ((BOS,) * (self.n - 1) + h)[len(h):] if self.n > 1 else ()
+        h = ((BOS,) * (self.n - 1) + h)[len(h):] if self.n > 1 else ()  # the last n-1 words
         w = self._map(word)
         if self.smoothing == "kneser-ney":
             return self._kneser_ney(w, h, self.n)
@@ -110,12 +103,13 @@ class NGramLM:
 
     def distribution(self, context=()) -> dict[str, float]:
         """The whole next-word distribution P(. | context) over the vocabulary; it sums to 1."""
+        _check_query(self, context=context)
         return {w: self.prob(w, context) for w in self.vocab}
 
     # ----- evaluation and sampling -----------------------------------------------------------------
     def log_likelihood(self, sentences) -> tuple[float, int]:
         """(sum of ln P over every word and every </s>, number of predicted tokens)."""
-        sentences = _validate_sentences(sentences)
+        _check_scoring(self, sentences)
         total, count = 0.0, 0
         for sent in sentences:
             for i, w in enumerate(list(sent) + [EOS]):
@@ -131,8 +125,7 @@ class NGramLM:
 
     def generate(self, max_words: int = 30, context=(), seed: int | None = None) -> list[str]:
         """Sample words one at a time from P(. | last n-1 words) until </s> or ``max_words``."""
-        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
-            raise ValueError(f"max_words must be an int >= 1, got {max_words!r}")
+        _check_generate(self, max_words, context, seed)
         rng = random.Random(seed)
         out = list(context)
         for _ in range(max_words):
@@ -157,27 +150,26 @@ class NeuralNGramLM(nn.Module):
 
     def __init__(self, vocab_size: int, n: int = 4, dim: int = 32, hidden: int = 128):
         super().__init__()
-        for name, v in (("vocab_size", vocab_size), ("n", n), ("dim", dim), ("hidden", hidden)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "n" else 1):
-                raise ValueError(f"{name} must be a positive int{' >= 2' if name == 'n' else ''}, got {v!r}")
+        _check_sizes(vocab_size=vocab_size, n=n, dim=dim, hidden=hidden)
         self.n = n
         self.embed = nn.Embedding(vocab_size + 1, dim)  # the extra row is <s>
         self.hidden = nn.Linear((n - 1) * dim, hidden)
         self.out = nn.Linear(hidden, vocab_size)
 
     def forward(self, context_ids: torch.Tensor) -> torch.Tensor:
-        if context_ids.dim() != 2 or context_ids.shape[1] != self.n - 1:
-            raise ValueError(f"context_ids must have shape (B, {self.n - 1}), got {tuple(context_ids.shape)}")
+        """logits = W2 tanh(W1 x + b1) + b2, x the n-1 context embeddings side by side. (B, n-1) -> (B, V)."""
+        _check_context_ids(context_ids, self.embed.num_embeddings, self.n)
         x = self.embed(context_ids).flatten(1)  # (B, (n-1) * dim)
         return self.out(torch.tanh(self.hidden(x)))  # (B, V)
 
     @staticmethod
     def windows(lm: NGramLM, sentences, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """All (context, next word) pairs of ``sentences`` as id tensors, </s> included, <s> = id V."""
+        _check_windows(lm, sentences, n)
         index = {w: i for i, w in enumerate(lm.vocab)}
         bos = len(lm.vocab)
         contexts, targets = [], []
-        for sent in _validate_sentences(sentences):
+        for sent in sentences:
             ids = [bos] * (n - 1) + [index[lm._map(w)] for w in sent] + [index[EOS]]
             for i in range(n - 1, len(ids)):
                 contexts.append(ids[i - n + 1:i])
@@ -185,13 +177,66 @@ class NeuralNGramLM(nn.Module):
         return torch.tensor(contexts), torch.tensor(targets)
 
 
-def _validate_sentences(sentences) -> list:
-    if isinstance(sentences, str) or not hasattr(sentences, "__iter__"):
-        raise TypeError("sentences must be a list of sentences, each a list of words")
-    sentences = list(sentences)
-    if not sentences or not any(len(s) for s in sentences):
-        raise ValueError("sentences is empty: an n-gram model needs at least one non-empty sentence")
-    for s in sentences:
-        if isinstance(s, str):
-            raise TypeError(f"each sentence must be a list of words, got the str {s[:30]!r}; split it first")
-    return sentences
+# ----- argument checks ---------------------------------------------------------------------------------
+
+def _check_config(n, smoothing, k, discount, min_count) -> None:
+    validate.integer("n", n)
+    validate.choice("smoothing", smoothing, SMOOTHINGS)
+    validate.number("k", k, low=0.0, low_open=True)
+    validate.number("discount", discount, low=0.0, high=1.0, low_open=True, high_open=True)
+    validate.integer("min_count", min_count)
+
+
+def _check_words(name: str, words) -> None:
+    if isinstance(words, str):
+        raise TypeError(f"{name} must be a list of words, not a str; split it first, e.g. {words.split()[:3]}")
+    validate.strings(name, words, empty=True)
+
+
+def _check_sentences(sentences, name: str = "sentences") -> None:
+    validate.sequence(name, sentences, what="sentences (each a list of words)")
+    for i, sentence in enumerate(sentences):
+        _check_words(f"{name}[{i}]", sentence)
+    if not any(sentences):
+        raise ValueError(f"{name} is empty: an n-gram model needs at least one non-empty sentence")
+
+
+def _check_query(lm, **words) -> None:
+    if not lm.vocab:
+        raise ValueError("the model is not trained yet: call fit(sentences) first")
+    if "word" in words:
+        validate.string("word", words["word"])
+    if "context" in words:
+        _check_words("context", words["context"])
+
+
+def _check_scoring(lm, sentences) -> None:
+    _check_query(lm)
+    _check_sentences(sentences)
+
+
+def _check_generate(lm, max_words, context, seed) -> None:
+    validate.integer("max_words", max_words)
+    _check_query(lm, context=context)
+    if seed is not None:
+        validate.integer("seed", seed, low=None)
+
+
+def _check_sizes(**sizes) -> None:
+    for name, value in sizes.items():
+        validate.integer(name, value, low=2 if name == "n" else 1)
+
+
+def _check_context_ids(context_ids, n_ids, n) -> None:
+    validate.token_ids("context_ids", context_ids, n_ids, ndim=2)
+    if context_ids.shape[1] != n - 1:
+        raise ValueError(f"context_ids must have shape (B, {n - 1}), got {tuple(context_ids.shape)}")
+
+
+def _check_windows(lm, sentences, n) -> None:
+    if not isinstance(lm, NGramLM):
+        raise TypeError(f"lm must be a fitted NGramLM (it gives the vocabulary), got {validate.describe(lm)}")
+    if not lm.vocab:
+        raise ValueError("lm is not trained yet: call lm.fit(sentences) first")
+    _check_sentences(sentences)
+    validate.integer("n", n, low=2)

@@ -13,9 +13,8 @@ from lmbook.positional import (
     relative_position_bucket,
     rope_inv_freq,
     sinusoidal_encoding,
-    yarn_attention_factor,
-    yarn_ramp,
 )
+from lmbook.rope_scaling import yarn_attention_factor, yarn_ramp
 
 transformers = pytest.importorskip("transformers")
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
@@ -232,7 +231,7 @@ def test_relative_position_bucket_matches_t5(bidirectional, num_buckets, max_dis
 @pytest.mark.parametrize("scaling,match", [
     ({"type": "linear", "factor": 0.5}, r"scaling\['factor'\] must be a number >= 1"),
     ({"type": "linear"}, r"scaling\['factor'\]"),
-    ({"type": "ntk", "factor": "2"}, r"scaling\['factor'\]"),
+    ({"type": "ntk", "factor": "2"}, r"scaling\['factor'\] must be a number"),  # a TypeError
     ({"type": "rescaled", "factor": 2.0}, r"scaling\['type'\] must be one of"),
     ({"factor": 2.0}, r"scaling\['type'\]"),
     ({"type": "yarn", "factor": 2.0}, r"scaling\['original_max_position_embeddings'\] is required"),
@@ -241,15 +240,16 @@ def test_relative_position_bucket_matches_t5(bidirectional, num_buckets, max_dis
     ({"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 128, "beta_fast": 1.0},
      r"scaling\['beta_fast'\] must exceed"),
     ({"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 128, "ramp": "r"}, r"scaling\['ramp'\]"),
-    ({"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 12.5}, "must be an int"),
+    ({"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 12.5}, "must be an int"),  # a TypeError
     ({"type": "llama3", "factor": 2.0, "original_max_position_embeddings": 128, "high_freq_factor": 0.5},
      r"scaling\['high_freq_factor'\] must exceed"),
     ({"type": "linear", "factor": 2.0, "original_max_position_embeddings": 128}, "unknown"),
     ({"type": "yarn", "factor": 2.0, "original_max_pos": 128}, "unknown"),
-    ("linear", "scaling must be None or a dict"),
+    ("linear", "scaling must be None or a dict"),  # a TypeError
 ])
 def test_bad_scaling_is_refused_naming_the_field(scaling, match):
-    with pytest.raises(ValueError, match=match):
+    wrong_type = isinstance(scaling, str) or match.endswith(("must be a number", "must be an int"))
+    with pytest.raises(TypeError if wrong_type else ValueError, match=match):
         rope_inv_freq(16, 10000.0, scaling)
 
 
@@ -264,7 +264,7 @@ def test_other_bad_input():
         sinusoidal_encoding(0, 8)
     with pytest.raises(ValueError, match="base must be"):
         sinusoidal_encoding(10, 8, base=0.5)
-    with pytest.raises(ValueError, match="s .* must be a number >= 1"):
+    with pytest.raises(ValueError, match="s must be a number >= 1"):
         yarn_attention_factor(0.5)
     with pytest.raises(ValueError, match="n_heads"):
         alibi_slopes(0)
@@ -274,7 +274,7 @@ def test_other_bad_input():
         alibi_bias(4, 1, 0)
     with pytest.raises(ValueError, match="by must be"):
         yarn_ramp(16, 10000.0, 128, by="plane")
-    with pytest.raises(ValueError, match="relative_position must hold integers"):
+    with pytest.raises(TypeError, match="relative_position must be an integer tensor"):
         relative_position_bucket(torch.tensor([0.5]))
     with pytest.raises(ValueError, match="max_distance"):
         relative_position_bucket(torch.arange(5), num_buckets=32, max_distance=4)
@@ -291,3 +291,30 @@ def test_rope_cos_sin_and_rotate_pairs_reject_bad_input():
     with pytest.raises(ValueError, match="pairing"):
         rotate_pairs(torch.randn(5, 8), cos, sin, pairing="neox")
     assert rotate_pairs(torch.randn(5, 8), cos, sin).shape == (5, 8)
+
+
+def test_odd_head_dim_and_negative_positions_are_clear_errors():
+    with pytest.raises(ValueError, match="x must have shape .* even head dim"):
+        apply_rope(torch.randn(5, 7), torch.arange(5), rope_inv_freq(6))
+    with pytest.raises(ValueError, match="positions must be integers >= 0"):
+        apply_rope(torch.randn(5, 8), torch.arange(-1, 4), rope_inv_freq(8))
+    with pytest.raises(ValueError, match="positions must be integers of shape"):  # (B, T) positions need (B, H, T, d)
+        apply_rope(torch.randn(5, 8), torch.arange(5)[None], rope_inv_freq(8))
+
+
+@pytest.mark.parametrize("scaling", [
+    {"type": "linear", "factor": 4.0},
+    {"type": "ntk", "factor": 4.0},
+    {"type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 64, "seq_len": 500},
+    {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "ramp": "ratio"},
+    {"type": "llama3", "factor": 8.0, "original_max_position_embeddings": 256, "high_freq_factor": 2.0},
+])
+def test_each_method_function_is_the_scaling_dict(scaling):
+    """rope_inv_freq(d, b, scaling) is the method's own function of lmbook.rope_scaling, bit for bit."""
+    from lmbook import rope_scaling as RS
+
+    options = {k: v for k, v in scaling.items() if k != "type"}
+    method = RS.SCALED[scaling["type"]]
+    assert method.__name__ == f"{scaling['type']}_inv_freq"
+    assert torch.equal(rope_inv_freq(32, 500.0, scaling), method(32, 500.0, **options))
+    assert torch.equal(RS.scaled_inv_freq(32, 500.0, None), rope_inv_freq(32, 500.0))

@@ -5,9 +5,11 @@ import math
 import pytest
 import torch
 from lmbook import model as M
+from lmbook import rope_scaling as RS
 from lmbook import training as TR
 from lmbook.experiments import positional_runs as PX
-from lmbook.positional import rope_inv_freq, sinusoidal_encoding, yarn_attention_factor
+from lmbook.positional import rope_inv_freq, sinusoidal_encoding
+from lmbook.rope_scaling import yarn_attention_factor
 from test_model import ListCache
 
 
@@ -50,7 +52,7 @@ def test_alibi_attention_matches_bloom_bias():
     attn, T, H, dh = model.blocks[0].attn, 6, 4, 8
     x = torch.randn(1, T, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        got = attn(x, torch.arange(T))
+        got = attn(x)  # ALiBi attention takes no RoPE angles
         q, k, v = (p(x).view(1, T, H, dh).transpose(1, 2) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
         bias = bloom.build_alibi_tensor(torch.ones(1, T), H, torch.float64).view(1, H, 1, T)
         scores = q @ k.transpose(-1, -2) / math.sqrt(dh) + bias
@@ -71,21 +73,21 @@ def test_alibi_and_rope_depend_only_on_relative_positions_but_sinusoids_do_not()
 @pytest.mark.parametrize("method", ["PI", "NTK", "NTK-by-parts", "YaRN"])
 def test_rescale_rope_changes_frequencies_and_yarn_scales_the_logits(method):
     model = tiny("rope")
-    stretched = PX.rescale_rope(model, method, 4.0, 64)
-    expected = rope_inv_freq(8, 10000.0, PX.scaling_for(method, 4.0, 64))
+    stretched = RS.rescale_rope(model, method, 4.0, 64)
+    expected = rope_inv_freq(8, 10000.0, RS.scaling_for(method, 4.0, 64))
     torch.testing.assert_close(stretched.inv_freq, expected, atol=0, rtol=0)
     factor = yarn_attention_factor(4.0) if method == "YaRN" else 1.0
     w, w0 = stretched.blocks[1].attn.q_proj.weight, model.blocks[1].attn.q_proj.weight
     torch.testing.assert_close(w, w0 * factor)
     assert model.inv_freq.equal(rope_inv_freq(8))  # the original is untouched
-    assert PX.rescale_rope(model, "PI", 1.0, 64).inv_freq.equal(model.inv_freq)  # s = 1 changes nothing
+    assert RS.rescale_rope(model, "PI", 1.0, 64).inv_freq.equal(model.inv_freq)  # s = 1 changes nothing
 
 
 def test_experiment_helpers_refuse_bad_input():
     with pytest.raises(ValueError, match="method must be"):
-        PX.scaling_for("ABF", 2.0, 128)
+        RS.scaling_for("ABF", 2.0, 128)
     with pytest.raises(ValueError, match="needs a RoPE model"):
-        PX.rescale_rope(tiny("alibi"), "PI", 2.0, 128)
+        RS.rescale_rope(tiny("alibi"), "PI", 2.0, 128)
 
 
 def test_position_losses_average_to_the_evaluation_loss():

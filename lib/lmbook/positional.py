@@ -1,4 +1,4 @@
-"""Positional information for the Transformer: sinusoids, RoPE and its context extensions, ALiBi, T5 buckets.
+"""Positional information for the Transformer: sinusoids, rotary embeddings (RoPE), ALiBi and T5's buckets.
 
 Self-attention is permutation-equivariant: without positions, "dog bites man" and "man bites dog"
 give the same multiset of outputs. ``lmbook.model`` selects a scheme by name: ``"none"``, ``"learned"``
@@ -13,14 +13,13 @@ position n makes their dot product depend on m - n only. Two pairings of the d f
 - ``"half"`` (GPT-NeoX, Llama in transformers): pair i is (x_i, x_{i + d/2});
 - ``"interleaved"`` (the RoFormer paper, llama.cpp, torchtune): pair i is (x_{2i}, x_{2i+1}).
 
-They are the same model up to a fixed permutation of the rows of W_Q and W_K (``model.interleaved_to_half_rows``).
+They are the same model up to a fixed permutation of the rows of W_Q and W_K (``pretrained.interleaved_to_half_rows``).
 
-Context extension changes the frequencies theta_i (``rope_inv_freq(..., scaling=...)``): position
-interpolation ("linear"), NTK-aware base change ("ntk"), dynamic NTK ("dynamic"), YaRN ("yarn", with
-:func:`yarn_attention_factor`) and Llama 3.1's rule ("llama3"), with transformers' conventions.
+Stretching RoPE beyond its training length (position interpolation, NTK, YaRN, Llama 3) is its own module,
+:mod:`lmbook.rope_scaling`; ``rope_inv_freq(..., scaling=...)`` hands a scaling dict on to it.
 
-Chapters 9 and 12. Left out: partial rotary dimensions, LongRoPE's searched factors, multi-dimensional
-(2-D/3-D) RoPE, DeBERTa's disentangled attention and Shaw et al.'s relative key vectors.
+Chapters 9 and 12. Left out: partial rotary dimensions, multi-dimensional (2-D/3-D) RoPE, DeBERTa's
+disentangled attention and Shaw et al.'s relative key vectors.
 """
 
 from __future__ import annotations
@@ -29,30 +28,13 @@ import math
 
 import torch
 
-__all__ = ["sinusoidal_encoding", "rope_inv_freq", "apply_rope", "yarn_ramp", "yarn_attention_factor",
-           "rope_cos_sin", "rotate_pairs", "alibi_slopes", "alibi_bias", "relative_position_bucket", "PAIRINGS",
-           "SCALING_TYPES"]
+from . import validate
+from .rope_scaling import scaled_inv_freq
+
+__all__ = ["sinusoidal_encoding", "rope_inv_freq", "apply_rope", "rope_cos_sin", "rotate_pairs", "alibi_slopes",
+           "alibi_bias", "relative_position_bucket", "PAIRINGS"]
 
 PAIRINGS = ("half", "interleaved")
-# the keys each scaling type accepts (besides "type" and "factor"), with their defaults; None = required
-SCALING_TYPES = {
-    "linear": {},
-    "ntk": {},
-    "dynamic": {"original_max_position_embeddings": None, "seq_len": 0},
-    "yarn": {"original_max_position_embeddings": None, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": True,
-             "ramp": "index"},
-    "llama3": {"original_max_position_embeddings": None, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
-}
-
-
-def _check_even(name, value, minimum=2):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or value % 2:
-        raise ValueError(f"{name} must be an even int >= {minimum} (positions use pairs of features), got {value!r}")
-
-
-def _check_base(base):
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
-        raise ValueError(f"base must be a number > 1, got {base!r}")
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -62,186 +44,65 @@ def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -
     i = 0 .. d_model/2 - 1: the sine and the cosine of a pair share one frequency, and the wavelengths
     2 pi / w_i grow geometrically from 2 pi to just under 2 pi * base. Angles in float64. Chapter 12.
     """
-    if isinstance(n_positions, bool) or not isinstance(n_positions, int) or n_positions < 1:
-        raise ValueError(f"n_positions must be an int >= 1, got {n_positions!r}")
-    _check_even("d_model", d_model)
-    _check_base(base)
+    _check_sinusoidal(n_positions, d_model, base)
     w = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d/2,)
     angles = torch.arange(n_positions, dtype=torch.float64)[:, None] * w  # (n, d/2)
     table = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (n, d/2, 2): (sin, cos) of each pair
     return table.flatten(1).float()  # (n, d): sin, cos, sin, cos, ...
 
 
-def _scaling_options(scaling) -> tuple[str, float, dict]:
-    """Validate a scaling dict; return (type, factor, options with defaults filled in)."""
-    if not isinstance(scaling, dict):
-        raise ValueError(f"scaling must be None or a dict such as {{'type': 'linear', 'factor': 2.0}}, got {scaling!r}")
-    kind = scaling.get("type")
-    if kind not in SCALING_TYPES:
-        raise ValueError(f"scaling['type'] must be one of {tuple(SCALING_TYPES)}, got {kind!r}")
-    factor = scaling.get("factor")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1:
-        raise ValueError(f"scaling['factor'] must be a number >= 1 (the context is stretched s times), got {factor!r}")
-    allowed = SCALING_TYPES[kind]
-    unknown = set(scaling) - {"type", "factor"} - set(allowed)
-    if unknown:
-        raise ValueError(f"scaling type {kind!r} takes the keys {('type', 'factor', *allowed)}, got unknown "
-                         f"{sorted(unknown)}")
-    options = {**allowed, **{k: v for k, v in scaling.items() if k in allowed}}
-    for key, value in options.items():
-        if value is None:
-            raise ValueError(f"scaling['{key}'] is required for type {kind!r} (the training context length L)")
-    L = options.get("original_max_position_embeddings")
-    if L is not None and (isinstance(L, bool) or not isinstance(L, int) or L < 1):
-        raise ValueError(f"scaling['original_max_position_embeddings'] must be an int >= 1, got {L!r}")
-    if kind == "yarn" and options["ramp"] not in ("index", "ratio"):
-        raise ValueError(f"scaling['ramp'] must be 'index' (transformers) or 'ratio' (the paper), "
-                         f"got {options['ramp']!r}")
-    if kind == "yarn" and not options["beta_fast"] > options["beta_slow"] > 0:
-        raise ValueError(f"scaling['beta_fast'] must exceed scaling['beta_slow'] > 0, got {options['beta_fast']!r}"
-                         f" and {options['beta_slow']!r}")
-    if kind == "llama3" and not options["high_freq_factor"] > options["low_freq_factor"] > 0:
-        raise ValueError("scaling['high_freq_factor'] must exceed scaling['low_freq_factor'] > 0, got "
-                         f"{options['high_freq_factor']!r} and {options['low_freq_factor']!r}")
-    return kind, float(factor), options
-
-
 def rope_inv_freq(head_dim: int, base: float = 10000.0, scaling: dict | None = None) -> torch.Tensor:
-    """The rotation frequencies theta_i = base^(-2i/d) for i = 0 .. d/2 - 1: shape (head_dim // 2,), float32.
+    """RoPE's rotation frequencies theta_i = base^(-2i/d), i = 0 .. d/2 - 1: shape (head_dim // 2,), float32.
 
-    ``scaling`` stretches a model trained on L tokens to s = scaling["factor"] times as many (chapter 12):
-
-    - ``{"type": "linear", "factor": s}``: position interpolation, theta_i / s (positions p / s);
-    - ``{"type": "ntk", "factor": s}``: NTK-aware base b' = b s^(d/(d-2)); theta_i s^(-2i/(d-2)), so the
-      highest frequency is kept and the lowest divided by s;
-    - ``{"type": "dynamic", "factor": s, "original_max_position_embeddings": L, "seq_len": n}``: NTK with
-      the base recomputed from the current length n: b' = b (s n / L - (s - 1))^(d/(d-2)); no change for n <= L;
-    - ``{"type": "yarn", "factor": s, "original_max_position_embeddings": L, ...}``: NTK-by-parts,
-      theta_i' = (1 - g_i) theta_i / s + g_i theta_i with g_i from :func:`yarn_ramp` (1 = keep, 0 =
-      interpolate); pair it with :func:`yarn_attention_factor`;
-    - ``{"type": "llama3", "factor": s, "original_max_position_embeddings": L, "low_freq_factor": 1,
-      "high_freq_factor": 4}``: keep planes with wavelength < L / high, divide by s those with wavelength >
-      L / low, blend linearly in L / wavelength between.
-
-    Computed in float32 as transformers' ``ROPE_INIT_FUNCTIONS`` do, so angles match them.
+    Plane i turns by p * theta_i at position p: plane 0 once every 2 pi positions, the last one almost
+    ``base`` times slower. ``scaling`` (chapter 12), a dict such as ``{"type": "linear", "factor": 4.0}``,
+    stretches the context; :func:`lmbook.rope_scaling.scaled_inv_freq` reads it. Computed in float32, as
+    transformers does, so the angles match its own. Chapters 9 and 12.
     """
-    _check_even("head_dim", head_dim)
-    _check_base(base)
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim  # 2i / d
-    if scaling is None:
-        return 1.0 / (base**exponents)  # (head_dim // 2,)
-    kind, s, opt = _scaling_options(scaling)
-    d = head_dim
-    if kind == "linear":
-        return 1.0 / (base**exponents) / s
-    if kind == "ntk":
-        return 1.0 / ((base * s ** (d / (d - 2))) ** exponents)
-    if kind == "dynamic":
-        L = opt["original_max_position_embeddings"]
-        n = max(int(opt["seq_len"]), L)
-        return 1.0 / ((base * (s * n / L - (s - 1)) ** (d / (d - 2))) ** exponents)
-    inv_freq = 1.0 / (base**exponents)
-    if kind == "yarn":
-        keep = yarn_ramp(d, base, opt["original_max_position_embeddings"], opt["beta_fast"], opt["beta_slow"],
-                         by=opt["ramp"], truncate=opt["truncate"])  # (d/2,): 1 = keep, 0 = divide by s
-        return inv_freq / s * (1 - keep) + inv_freq * keep
-    # llama3
-    L, low, high = opt["original_max_position_embeddings"], opt["low_freq_factor"], opt["high_freq_factor"]
-    wavelength = 2 * math.pi / inv_freq
-    keep = ((L / wavelength - low) / (high - low)).clamp(0, 1)  # 1 for wavelength <= L/high, 0 for >= L/low
-    return torch.where(wavelength > L / low, inv_freq / s, (1 - keep) * inv_freq / s + keep * inv_freq)
-
-
-def yarn_ramp(head_dim: int, base: float, original_max_position_embeddings: int, beta_fast: float = 32.0,
-              beta_slow: float = 1.0, by: str = "index", truncate: bool = True) -> torch.Tensor:
-    """YaRN's per-plane blend g_i in [0, 1]: 1 keeps theta_i (extrapolate), 0 divides it by s (interpolate).
-
-    Plane i turns r_i = L / lambda_i times in the training window, lambda_i = 2 pi / theta_i.
-    ``by="ratio"`` is the paper's ramp, linear in r: g = clamp((r - beta_slow) / (beta_fast - beta_slow), 0, 1).
-    ``by="index"`` is the reference code's (and transformers'), linear in the plane index i: planes up to
-    idx(beta_fast) are kept, planes from idx(beta_slow) interpolated, where idx(r) = d ln(L / (2 pi r)) /
-    (2 ln b) is the fractional plane that turns r times; ``truncate`` rounds the two ends outwards.
-    Both agree outside the blend band; inside it they differ. Shape (head_dim // 2,), float32. Chapter 12.
-    """
-    _check_even("head_dim", head_dim)
-    _check_base(base)
-    L = original_max_position_embeddings
-    planes = torch.arange(head_dim // 2, dtype=torch.float32)
-    if by == "ratio":
-        r = L * (1.0 / (base ** (2 * planes / head_dim))) / (2 * math.pi)  # r_i = L / lambda_i
-        return ((r - beta_slow) / (beta_fast - beta_slow)).clamp(0, 1)
-    if by != "index":
-        raise ValueError(f"by must be 'index' or 'ratio', got {by!r}")
-
-    def idx(turns):  # the fractional plane index that turns `turns` times in L tokens
-        return head_dim * math.log(L / (turns * 2 * math.pi)) / (2 * math.log(base))
-
-    low, high = idx(beta_fast), idx(beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, head_dim - 1)  # transformers clips high at d - 1, not d/2 - 1
-    if low == high:
-        high += 0.001  # as the reference code: avoid dividing by zero
-    return 1 - ((planes - low) / (high - low)).clamp(0, 1)
-
-
-def yarn_attention_factor(s: float) -> float:
-    """YaRN's attention scale sqrt(1/t) = 0.1 ln s + 1 (1 for s = 1).
-
-    Multiply both q and k by it (transformers multiplies cos and sin), so the logits grow by
-    (0.1 ln s + 1)^2 = 1/t: a temperature t < 1 that *sharpens* attention, undoing the flattening that
-    interpolated positions cause. Chapter 12.
-    """
-    if isinstance(s, bool) or not isinstance(s, (int, float)) or not s >= 1:
-        raise ValueError(f"s (the scaling factor) must be a number >= 1, got {s!r}")
-    return 0.1 * math.log(s) + 1.0
+    _check_rope_inv_freq(head_dim, base)
+    if scaling is not None:
+        return scaled_inv_freq(head_dim, base, scaling)  # chapter 12: PI, NTK, YaRN, Llama 3
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim  # 2i / d, (d/2,)
+    return 1.0 / (base**exponents)  # (d/2,)
 
 
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, pairing: str = "half"):
-    """Rotate each pair (a, b) of x by the angle p * theta_i: (a, b) -> (a cos - b sin, b cos + a sin).
+    """Rotate pair i of x at position p by the angle p * theta_i: (a, b) -> (a cos - b sin, b cos + a sin).
 
-    Shapes: x (B, H, T, d) or (T, d); positions (T,) or (B, T) integer positions of the T rows;
-    inv_freq (d/2,) from :func:`rope_inv_freq`. Returns a tensor shaped and typed like x.
-    Angles are formed in float32 (as transformers does) and cos/sin cast to x's dtype. Chapters 9 and 12.
+    x (..., T, d), e.g. (B, H, T, d) or (T, d); positions (T,) integers >= 0, or (B, T) for x (B, H, T, d);
+    inv_freq (d/2,), the theta_i of :func:`rope_inv_freq`. Returns a tensor shaped and typed like x.
+    Chapters 9 and 12.
     """
-    if pairing not in PAIRINGS:
-        raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
-        raise TypeError(f"x must be a floating-point tensor of shape (..., T, d), got {getattr(x, 'shape', x)!r}")
-    T, d = x.shape[-2], x.shape[-1]
-    if d != 2 * inv_freq.shape[-1]:
-        raise ValueError(f"x has head dim {d} but inv_freq has {inv_freq.shape[-1]} frequencies (need d/2)")
-    positions = torch.as_tensor(positions, device=x.device)
-    if positions.is_floating_point() or positions.dim() not in (1, 2) or positions.shape[-1] != T:
-        raise ValueError(f"positions must be integers of shape (T,) or (B, T) with T={T}, "
-                         f"got {positions.dtype} {tuple(positions.shape)}")
-    cos, sin = rope_cos_sin(positions, inv_freq, x.dtype)  # (T, d/2) or (B, T, d/2)
-    if positions.dim() == 2 and x.dim() == 4:
-        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d/2): the same rotation for every head
+    _check_apply_rope(x, positions, inv_freq, pairing)
+    cos, sin = rope_cos_sin(positions.to(x.device), inv_freq, x.dtype)  # (T, d/2) or (B, T, d/2)
+    if positions.dim() == 2:
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d/2): every head turns by the same angles
     return rotate_pairs(x, cos, sin, pairing)
 
 
 def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype = torch.float32):
     """cos and sin of the angles p * theta_i, each (*positions.shape, d/2): formed in float32, cast to dtype.
-    A model computes them once per forward pass and every layer rotates with them (Chapter 9)."""
-    if not isinstance(positions, torch.Tensor) or positions.is_floating_point():
-        raise TypeError(f"positions must be an integer tensor, got {getattr(positions, 'dtype', type(positions))}")
+
+    A model computes them once per forward pass and every layer rotates with them (chapter 9).
+    """
+    _check_cos_sin(positions, inv_freq, dtype)
     angles = positions.float()[..., None] * inv_freq.to(positions.device).float()  # (..., T, d/2)
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str = "half") -> torch.Tensor:
-    """(a, b) -> (a cos - b sin, b cos + a sin) for every pair of x's last axis (d); cos and sin broadcast
-    against (..., T, d/2). "half" pairs x_i with x_{i + d/2}; "interleaved" pairs x_{2i} with x_{2i+1}."""
+    """(a, b) -> (a cos - b sin, b cos + a sin) for every pair of x's last axis d.
+
+    x (..., T, d); cos and sin (..., T, d/2), broadcasting against x's pairs. ``pairing="half"`` pairs x_i
+    with x_{i + d/2}, ``"interleaved"`` pairs x_{2i} with x_{2i+1}. Chapters 9 and 12.
+    """
+    _check_rotate_pairs(x, cos, sin, pairing)
     d = x.shape[-1]
-    if pairing not in PAIRINGS or cos.shape[-1] != d // 2 or sin.shape != cos.shape or d % 2:
-        raise ValueError(f"need pairing in {PAIRINGS} and cos, sin of last axis d/2 = {d / 2:g} for x of last axis "
-                         f"{d}; got pairing={pairing!r}, cos {tuple(cos.shape)}, sin {tuple(sin.shape)}")
     if pairing == "half":
         a, b = x[..., : d // 2], x[..., d // 2 :]  # pair i = (x_i, x_{i + d/2})
         return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
     a, b = x[..., 0::2], x[..., 1::2]  # pair i = (x_{2i}, x_{2i+1})
-    return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)  # re-interleave
+    return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)  # (..., d/2, 2) -> (..., d)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -251,8 +112,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     Otherwise take the n = 2^floor(log2 H) slopes of n heads, then the odd-numbered slopes of 2n heads
     (2^(-8k/2n) for k = 1, 3, 5, ...) until there are H. Chapter 12.
     """
-    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
-        raise ValueError(f"n_heads must be an int >= 1, got {n_heads!r}")
+    validate.integer("n_heads", n_heads)
     n = 2 ** math.floor(math.log2(n_heads))
     slopes = [2 ** (-8 * h / n) for h in range(1, n + 1)]
     slopes += [2 ** (-8 * k / (2 * n)) for k in range(1, 2 * (n_heads - n), 2)]
@@ -266,11 +126,7 @@ def alibi_bias(n_heads: int, q_len: int, k_len: int, device=None) -> torch.Tenso
     (lower-right aligned, as with a KV cache). Under a causal mask only j <= i' is used, and there the bias
     is -m_h (i' - j): no penalty for the current token, a linear one for each step back. Chapter 12.
     """
-    for name, value in (("q_len", q_len), ("k_len", k_len)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if q_len > k_len:
-        raise ValueError(f"q_len={q_len} must not exceed k_len={k_len} (queries are the last q_len keys)")
+    _check_alibi_bias(n_heads, q_len, k_len, device)
     query_pos = torch.arange(k_len - q_len, k_len, device=device)[:, None]  # (q_len, 1)
     minus_distance = -(query_pos - torch.arange(k_len, device=device)[None, :]).abs()  # (q_len, k_len), ints
     return alibi_slopes(n_heads).to(device)[:, None, None] * minus_distance.float()  # (H, q_len, k_len)
@@ -283,15 +139,10 @@ def relative_position_bucket(relative_position: torch.Tensor, bidirectional: boo
     Each bucket owns one learned scalar bias per head. Bidirectional: half of the buckets for j > i, half
     for j <= i; causal: only j <= i counts (later keys share bucket 0). Within a half of n buckets,
     distances below n/2 get a bucket each; larger ones share n/2 logarithmically wider buckets up to
-    ``max_distance``, beyond which everything falls into the last bucket. Chapter 12.
+    ``max_distance``, beyond which everything falls into the last bucket. Any shape. Chapter 12.
     """
-    rel = torch.as_tensor(relative_position)
-    if rel.is_floating_point():
-        raise ValueError(f"relative_position must hold integers, got {rel.dtype}")
-    rel = rel.long()
-    if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < (4 if bidirectional else 2):
-        raise ValueError(f"num_buckets must be an int >= {4 if bidirectional else 2}, got {num_buckets!r}")
-    bucket = torch.zeros_like(rel)
+    _check_buckets(relative_position, bidirectional, num_buckets, max_distance)
+    rel, bucket = relative_position.long(), torch.zeros_like(relative_position, dtype=torch.long)
     if bidirectional:
         num_buckets //= 2
         bucket += (rel > 0).long() * num_buckets  # keys after the query get the upper half
@@ -299,8 +150,106 @@ def relative_position_bucket(relative_position: torch.Tensor, bidirectional: boo
     else:
         distance = (-rel).clamp(min=0)  # keys after the query count as distance 0
     exact = num_buckets // 2
-    if not max_distance > exact:
-        raise ValueError(f"max_distance must exceed {exact} (the exactly-bucketed distances), got {max_distance!r}")
     log_ratio = torch.log(distance.clamp(min=1).float() / exact) / math.log(max_distance / exact)
     far = (exact + (log_ratio * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)
     return bucket + torch.where(distance < exact, distance, far)
+
+
+# ---- argument checks: each raises a TypeError or ValueError naming the argument ---------------------------------
+
+def _check_even(name, value, minimum=2):
+    validate.integer(name, value)
+    if value < minimum or value % 2:
+        raise ValueError(f"{name} must be an even int >= {minimum} (positions use pairs of features), got {value!r}")
+
+
+def _check_sinusoidal(n_positions, d_model, base):
+    validate.integer("n_positions", n_positions)
+    _check_even("d_model", d_model)
+    validate.number("base", base, low=1, low_open=True)
+
+
+def _check_rope_inv_freq(head_dim, base):
+    _check_even("head_dim", head_dim)
+    validate.number("base", base, low=1, low_open=True)
+
+
+def _check_positions(positions, ndim=(1, 2)):
+    """Integer positions >= 0; their shape is checked against x by the callers."""
+    validate.tensor("positions", positions, ndim=ndim, kind="int")
+    if positions.numel() and positions.min() < 0:
+        raise ValueError(f"positions must be integers >= 0 (positions count from 0), got {positions.min().item()}")
+
+
+def _check_inv_freq(inv_freq):
+    validate.tensor("inv_freq", inv_freq, ndim=1)
+    if len(inv_freq) == 0:
+        raise ValueError("inv_freq must hold d/2 >= 1 frequencies, got an empty tensor")
+
+
+def _check_apply_rope(x, positions, inv_freq, pairing):
+    validate.choice("pairing", pairing, PAIRINGS)
+    validate.tensor("x", x)
+    if x.dim() < 2 or x.shape[-1] == 0 or x.shape[-1] % 2:
+        raise ValueError(f"x must have shape (..., T, d) with an even head dim d (RoPE turns pairs), got "
+                         f"{tuple(x.shape)}")
+    _check_inv_freq(inv_freq)
+    if x.shape[-1] != 2 * len(inv_freq):
+        raise ValueError(f"x has head dim {x.shape[-1]} but inv_freq has {len(inv_freq)} frequencies (need d/2)")
+    validate.tensor("positions", positions, kind="int")
+    T = x.shape[-2]
+    if positions.dim() not in (1, 2) or positions.shape[-1] != T or (positions.dim() == 2 and (
+            x.dim() != 4 or positions.shape[0] != x.shape[0])):
+        raise ValueError(f"positions must be integers of shape (T,) with T = {T}, or (B, T) for x of shape "
+                         f"(B, H, T, d); got positions {tuple(positions.shape)} for x {tuple(x.shape)}")
+    _check_positions(positions)
+
+
+def _check_cos_sin(positions, inv_freq, dtype):
+    _check_positions(positions, ndim=None)
+    _check_inv_freq(inv_freq)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch dtype such as torch.float32, got {dtype!r}")
+
+
+def _check_rotate_pairs(x, cos, sin, pairing):
+    validate.choice("pairing", pairing, PAIRINGS)
+    # No NaN/inf scan here: this runs in every attention layer, and on a GPU a scan waits for the device.
+    validate.tensor("x", x, finite=False)
+    validate.tensor("cos", cos, finite=False)
+    validate.tensor("sin", sin, finite=False)
+    d = x.shape[-1] if x.dim() else 0
+    if x.dim() < 2 or d == 0 or d % 2 or cos.dim() < 2 or cos.shape[-1] != d // 2 or sin.shape != cos.shape:
+        raise ValueError(f"need x of shape (..., T, d) with d even, and cos, sin of last axis d/2 = {d / 2:g}; got "
+                         f"x {tuple(x.shape)}, cos {tuple(cos.shape)}, sin {tuple(sin.shape)}")
+    try:
+        torch.broadcast_shapes(x.shape[:-1] + (d // 2,), cos.shape)
+    except RuntimeError:
+        raise ValueError(f"cos and sin {tuple(cos.shape)} do not broadcast against the pairs of x "
+                         f"{tuple(x.shape)}") from None
+    if cos.dim() > x.dim():
+        raise ValueError(f"cos and sin {tuple(cos.shape)} have more axes than x {tuple(x.shape)}")
+
+
+def _check_alibi_bias(n_heads, q_len, k_len, device):
+    validate.integer("n_heads", n_heads)
+    validate.integer("q_len", q_len)
+    validate.integer("k_len", k_len)
+    if q_len > k_len:
+        raise ValueError(f"q_len={q_len} must not exceed k_len={k_len} (queries are the last q_len keys)")
+    if device is not None and not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be None, a str such as 'cpu' or a torch.device, got {validate.describe(device)}")
+    try:
+        torch.device("cpu" if device is None else device)
+    except RuntimeError as err:
+        raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from err
+
+
+def _check_buckets(relative_position, bidirectional, num_buckets, max_distance):
+    validate.tensor("relative_position", relative_position, kind="int")
+    validate.boolean("bidirectional", bidirectional)
+    validate.integer("num_buckets", num_buckets, low=4 if bidirectional else 2)
+    exact = (num_buckets // 2 if bidirectional else num_buckets) // 2  # the distances with a bucket each
+    validate.integer("max_distance", max_distance)
+    if not max_distance > exact:
+        raise ValueError(f"max_distance must exceed {exact} (the exactly-bucketed distances), got {max_distance!r}")

@@ -3,7 +3,7 @@
 Experiment 1 (:func:`run_tiny`): one tiny Llama-style model (``TINY_POSITIONAL``), trained on the
 chapter-1 word tokens of the Python manual at context 128, once per positional scheme (none, learned,
 sinusoidal, RoPE, ALiBi); validation loss at evaluation lengths 128 to 1024 and per position. Then the
-RoPE model stretched at evaluation time with PI, NTK, NTK-by-parts and YaRN (:func:`rescale_rope`), and after
+RoPE model stretched at evaluation time with PI, NTK, NTK-by-parts and YaRN (``rope_scaling.rescale_rope``), and after
 a short fine-tune at length 512.
 
 Experiment 2 (:func:`run_smollm2`): SmolLM2-135M was trained with 8,192-token windows, too long to exceed
@@ -20,7 +20,6 @@ Left out: longer fine-tunes, other seeds, and SmolLM2 on genuinely long inputs.
 
 from __future__ import annotations
 
-import copy
 import gzip
 import json
 import math
@@ -31,9 +30,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .. import validate
 from ..model import Transformer, TransformerConfig
-from ..positional import rope_inv_freq, yarn_attention_factor
 from ..pretrained import word_corpus
+from ..rope_scaling import rescale_rope
 from ..training import TrainConfig, evaluate, train
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -50,6 +50,7 @@ METHODS = ("PI", "NTK", "NTK-by-parts", "YaRN")  # NTK-by-parts: YaRN without it
 
 def load_results(path: str | Path) -> dict:
     """The stored results of :func:`run_tiny` (``TINY_PATH``) or :func:`run_smollm2` (``SMOLLM2_PATH``)."""
+    _check_run(path)
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return json.load(f)
 
@@ -59,46 +60,10 @@ def _save(path, results):
         f.write((json.dumps(results, indent=1) + "\n").encode("utf-8"))
 
 
-def scaling_for(method: str, s: float, original_length: int) -> dict | None:
-    """The ``rope_inv_freq`` scaling dict of a method ("RoPE": none, or one of ``METHODS``) for factor s and
-    training length L. NTK-by-parts and YaRN share their frequencies; YaRN adds a temperature."""
-    kinds = {"PI": "linear", "NTK": "ntk", "NTK-by-parts": "yarn", "YaRN": "yarn"}
-    if method != "RoPE" and method not in kinds:
-        raise ValueError(f"method must be 'RoPE' or one of {tuple(kinds)}, got {method!r}")
-    if method == "RoPE" or s == 1:
-        return None
-    scaling = {"type": kinds[method], "factor": float(s)}
-    if kinds[method] == "yarn":
-        scaling["original_max_position_embeddings"] = original_length
-    return scaling
-
-
-def rescale_rope(model: Transformer, method: str, s: float, original_length: int) -> Transformer:
-    """A copy of a RoPE ``model`` trained on ``original_length`` tokens, stretched s times by ``method``.
-
-    The frequencies come from :func:`scaling_for`; nothing is trained. For YaRN, the attention factor
-    m = 0.1 ln s + 1 multiplies q and k; since RoPE is linear, that is the same as multiplying the rows of
-    W_Q and W_K by m once (the logits grow by m^2).
-    """
-    if model.config.positional != "rope":
-        raise ValueError(f"rescale_rope needs a RoPE model, got positional={model.config.positional!r}")
-    stretched = copy.deepcopy(model)
-    scaling = scaling_for(method, s, original_length)
-    stretched.inv_freq = rope_inv_freq(model.config.head_dim, model.config.rope_base, scaling)
-    if method == "YaRN" and s > 1:
-        m = yarn_attention_factor(s)
-        with torch.no_grad():
-            for block in stretched.blocks:
-                for proj in (block.attn.q_proj, block.attn.k_proj):
-                    proj.weight.mul_(m)
-                    if proj.bias is not None:
-                        proj.bias.mul_(m)
-    return stretched
-
-
 @torch.no_grad()
 def position_losses(model: Transformer, ids: torch.Tensor, length: int, batch_size: int = 8) -> torch.Tensor:
     """Mean next-token loss (nats) at each position 0 .. length - 1 of side-by-side windows of ``ids``: (length,)."""
+    _check_position_losses(model, ids, length, batch_size)
     model.eval()
     n = (len(ids) - 1) // length
     windows = ids[: n * length + 1]
@@ -127,6 +92,7 @@ def _bins(losses: torch.Tensor, width: int = 32) -> list[float]:
 
 def run_tiny(path: str | Path = TINY_PATH, steps: int | None = None) -> dict:
     """Experiment 1 (see the module docstring); writes ``path`` and returns the results."""
+    _check_run(path, steps)
     from ..utils import seed_everything
 
     vocab, train_ids, val_ids = word_corpus()
@@ -180,6 +146,7 @@ GAP_DISTANCES = (1024, 2048, 4096, 8192, 16384, 32768, 65536)  # largest query-k
 
 def gap_positions(distance: int, passage: int = GAP_PASSAGE) -> torch.Tensor:
     """Positions of the probe: the context passage at 0 .. P-1, the scored passage ending at ``distance``."""
+    _check_gap(distance, passage)
     return torch.cat([torch.arange(passage), torch.arange(distance - passage + 1, distance + 1)])
 
 
@@ -193,6 +160,7 @@ def _passage_loss(model, batch, positions, scored):
 
 def run_smollm2(path: str | Path = SMOLLM2_PATH) -> dict:
     """Experiment 2 (see the module docstring); writes ``path`` and returns the results."""
+    _check_run(path)
     from .. import data
     from ..pretrained import load_smollm2
     from ..tokenization import BPETokenizer
@@ -220,6 +188,30 @@ def run_smollm2(path: str | Path = SMOLLM2_PATH) -> dict:
            "scored_tokens": GAP_SAMPLES * (P - 1), "rows": rows, "seconds": round(time.perf_counter() - start, 1)}
     _save(path, out)
     return out
+
+
+# ---- argument checks ----------------------------------------------------------------------------------------------
+
+def _check_run(path, steps=None):
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise TypeError(f"path must be a file path (a str or a pathlib.Path), got {validate.describe(path)}")
+    if steps is not None:
+        validate.integer("steps", steps)
+
+
+def _check_gap(distance, passage):
+    validate.integer("passage", passage)
+    validate.integer("distance", distance, low=2 * passage - 1)  # the scored passage must not overlap the context
+
+
+def _check_position_losses(model, ids, length, batch_size):
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be an lmbook.model.Transformer, got {validate.describe(model)}")
+    validate.tensor("ids", ids, ndim=1, kind="int")
+    validate.integer("length", length)
+    validate.integer("batch_size", batch_size)
+    if len(ids) < length + 1:
+        raise ValueError(f"ids must hold at least length + 1 = {length + 1} tokens (one window), got {len(ids)}")
 
 
 if __name__ == "__main__":  # make positional

@@ -116,7 +116,7 @@ norm-placement: install
 # writes lib/lmbook/data/lora_sweeps.json; needs the tiny model of `make model`; about an hour on a busy CPU.
 .PHONY: lora
 lora: install
-	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.lora_task
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.lora_sweeps
 
 # Chapter 16's DPO runs (SmolLM2's candidate replies, reward-model features, DPO with LoRA for five betas):
 # writes lib/lmbook/data/dpo_runs.json.gz and dpo_features.npz; finished stages are kept (delete the files to

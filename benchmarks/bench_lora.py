@@ -5,7 +5,7 @@ Each configuration runs in a fresh process, so that its peak resident memory (``
 the processes alternate (LoRA, full, LoRA, full) so that load from other programs hits both alike. Per
 process: load the model, one forward pass to touch every weight (the RSS after it is the baseline), one
 warm-up step, then timed steps. Reported: median step time, the peak RSS and its growth over the baseline,
-and the tensors the step creates as counted by ``lmbook.lora.measure_training_step`` (deterministic).
+and the tensors the step creates as counted by ``lmbook.finetuning_cost.measure_training_step`` (deterministic).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def child(kind: str, threads: int) -> dict:
     """One configuration in this process: 'lora' or 'full'."""
     import torch
     import torch.nn.functional as F
+    from lmbook import finetuning_cost as cost
     from lmbook import lora
     from lmbook.pretrained import load_smollm2
 
@@ -48,7 +49,7 @@ def child(kind: str, threads: int) -> dict:
         lora.add_lora(model, ["q_proj", "v_proj"], r=RANK, alpha=2 * RANK, seed=0)
     else:
         model.requires_grad_(True)
-    counted = lora.measure_training_step(model, ids)  # lr = 0: the weights stay as loaded
+    counted = cost.measure_training_step(model, ids)  # lr = 0: the weights stay as loaded
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-4 if kind == "lora" else 1e-5)
     model.train()
@@ -64,7 +65,7 @@ def child(kind: str, threads: int) -> dict:
             times.append(time.perf_counter() - start)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
     return {"times": times, "peak": peak, "baseline": baseline, "counted": counted,
-            "trainable": lora.count_parameters(model, trainable_only=True)}
+            "trainable": cost.count_parameters(model, trainable_only=True)}
 
 
 def run() -> str:
@@ -103,7 +104,7 @@ def run() -> str:
         f"in its own process, {ROUNDS} alternating rounds, median of {TIMED_STEPS} timed steps per round after a "
         "warm-up step. Peak RSS is the process's maximum resident memory; growth is that peak minus the RSS after "
         "loading the model and one forward pass; counted is weights + gradients + AdamW state + saved "
-        "activations from `lmbook.lora.measure_training_step`.\n\n"
+        "activations from `lmbook.finetuning_cost.measure_training_step`.\n\n"
         + table(["method", "trainable", "step (s)", "peak RSS (MB)", "growth (MB)", "counted (MB)"], rows)
         + "\n\nCounted tensors (MB):\n\n"
         + table(["method", "weights", "gradients", "AdamW state", "activations"], parts)

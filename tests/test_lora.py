@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from lmbook import finetuning_cost as cost
 from lmbook import lora
 from lmbook import model as M
 from test_model import llama_pair
@@ -132,8 +133,8 @@ def test_merge_matches_peft_merge_and_unload(rslora, on):
 def test_trainable_counts_match_peft(targets, tie):
     hf, ours = adapted_pair(targets, r=4, alpha=8, tie=tie)
     trainable, total = hf.get_nb_trainable_parameters()
-    assert lora.count_parameters(ours, trainable_only=True) == trainable
-    assert lora.count_parameters(ours) == total
+    assert cost.count_parameters(ours, trainable_only=True) == trainable
+    assert cost.count_parameters(ours) == total
     assert {n for n, p in ours.named_parameters() if p.requires_grad} == {
         f"{n}.{p}" for n, _ in lora.lora_layers(ours) for p in ("lora_A", "lora_B")}
 
@@ -179,7 +180,7 @@ def test_kaiming_A_zero_B_and_identical_start():
     assert layer.lora_A.abs().max() <= bound and layer.lora_A.abs().max() > 0.9 * bound
     x = torch.randn(5, 64)
     assert torch.equal(layer(x), base(x))  # bit for bit, not just close
-    assert lora.count_parameters(layer, trainable_only=True) == 4 * (64 + 32) == 384
+    assert cost.count_parameters(layer, trainable_only=True) == 4 * (64 + 32) == 384
     assert not base.weight.requires_grad and not base.bias.requires_grad
 
 
@@ -261,10 +262,10 @@ def test_state_dict_roundtrip_swaps_adapters_without_touching_the_base():
 
 def test_training_memory_counts_weights_grads_and_adam_state():
     model = nn.Sequential(nn.Linear(10, 10, bias=False), nn.Linear(10, 4, bias=False))
-    full = lora.training_memory(model)
+    full = cost.training_memory(model)
     assert full == {"weights": 140 * 4, "gradients": 140 * 4, "optimizer": 280 * 4, "total": 560 * 4}
     lora.add_lora(model, ["0"], r=2, alpha=2)
-    small = lora.training_memory(model)
+    small = cost.training_memory(model)
     assert small["weights"] == (140 + 40) * 4 and small["gradients"] == 40 * 4 and small["optimizer"] == 80 * 4
 
 
@@ -329,20 +330,20 @@ def test_measure_training_step_counts_the_tensors_of_a_real_step():
     model = M.Transformer(M.TransformerConfig(vocab_size=50, d_model=32, n_layers=2, n_heads=4, context_length=32))
     x = torch.randint(50, (2, 17), generator=torch.Generator().manual_seed(0))
     before = {n: p.clone() for n, p in model.state_dict().items()}
-    full = lora.measure_training_step(model, x)
-    n_all = lora.count_parameters(model)
+    full = cost.measure_training_step(model, x)
+    n_all = cost.count_parameters(model)
     assert full["weights"] == full["gradients"] == 4 * n_all and full["optimizer"] == 8 * n_all
     assert full["activations"] > 0 and full["total"] == sum(full[k] for k in ("weights", "gradients", "optimizer",
                                                                              "activations"))
     assert all(torch.equal(p, before[n]) for n, p in model.state_dict().items())  # lr = 0 changes nothing
     assert all(p.grad is None for p in model.parameters())  # gradients freed afterwards
     lora.add_lora(model, ["q_proj", "v_proj"], r=2, alpha=4)
-    small = lora.measure_training_step(model, x)
-    n_train = lora.count_parameters(model, trainable_only=True)
+    small = cost.measure_training_step(model, x)
+    n_train = cost.count_parameters(model, trainable_only=True)
     assert small["gradients"] == 4 * n_train and small["optimizer"] == 8 * n_train
     assert 0 < small["activations"] < full["activations"]  # frozen layers keep fewer inputs, but not none
     with pytest.raises(ValueError, match="T >= 2"):
-        lora.measure_training_step(model, x[:, :1])
+        cost.measure_training_step(model, x[:, :1])
     model.requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable"):
-        lora.measure_training_step(model, x)
+        cost.measure_training_step(model, x)

@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from lmbook import dpo as D
 from lmbook import preference as P
 from lmbook.model import Transformer, TransformerConfig
 from lmbook.positional import rope_cos_sin
@@ -79,8 +80,8 @@ def _logits_of(hf_model):
 def _our_logps(batch, policy, ref):
     ids, mask = batch["input_ids"], batch["completion_mask"]
     with torch.no_grad():
-        pol = P.sequence_logprobs(_logits_of(policy), ids, mask)
-        rf = P.sequence_logprobs(_logits_of(ref), ids, mask)
+        pol = D.sequence_logprobs(_logits_of(policy), ids, mask)
+        rf = D.sequence_logprobs(_logits_of(ref), ids, mask)
     n = ids.shape[0] // 2  # trl's layout: chosen rows, then rejected rows
     return pol[:n], pol[n:], rf[:n], rf[n:], mask[:, 1:].sum(1)
 
@@ -121,7 +122,7 @@ def test_trl_batch_layout_equals_completion_batch():
             rows.append((ids[r][real & (mask[r] == 0)].tolist(), ids[r][real & (mask[r] == 1)].tolist()))
         assert rows[0][0] == rows[1][0]  # one prompt per pair
         pairs.append((rows[0][0], rows[0][1], rows[1][1]))
-    ours = P.completion_batch(pairs, pad_id=0)
+    ours = D.completion_batch(pairs, pad_id=0)
     width = ours["input_ids"].shape[1]
     assert torch.equal(ours["input_ids"], ids[:, :width]) and torch.equal(ours["completion_mask"], mask[:, :width])
     assert not mask[:, width:].any()
@@ -192,13 +193,13 @@ def _tiny_lm(seed=0):
 
 def _ragged_batch():
     pairs = [([3, 4, 5], [6, 7], [8]), ([9, 10], [11, 12, 13, 14], [15, 16]), ([17], [18], [19, 20, 21])]
-    return pairs, P.completion_batch(pairs, pad_id=0)
+    return pairs, D.completion_batch(pairs, pad_id=0)
 
 
 def test_sequence_logprobs_equals_brute_force_prefix_by_prefix():
     model = _tiny_lm()
     pairs, batch = _ragged_batch()
-    got = P.sequence_logprobs(model, batch["input_ids"], batch["completion_mask"])
+    got = D.sequence_logprobs(model, batch["input_ids"], batch["completion_mask"])
     sequences = [(p, c) for p, c, _ in pairs] + [(p, r) for p, _, r in pairs]
     with torch.no_grad():
         for row, (prompt, completion) in enumerate(sequences):
@@ -214,19 +215,19 @@ def test_sequence_logprobs_ignores_padding_and_prompt_but_not_the_shift():
     model = _tiny_lm()
     _, batch = _ragged_batch()
     ids, mask = batch["input_ids"], batch["completion_mask"]
-    base = P.sequence_logprobs(model, ids, mask)
+    base = D.sequence_logprobs(model, ids, mask)
     pairs, _ = _ragged_batch()
     lengths = torch.tensor([len(p) + len(c) for p, c, _ in pairs] + [len(p) + len(r) for p, _, r in pairs])
     is_pad = torch.arange(ids.shape[1]) >= lengths[:, None]  # (2N, T)
     repadded = ids.masked_fill(is_pad, 29)
     assert not torch.equal(repadded, ids)
-    assert torch.allclose(P.sequence_logprobs(model, repadded, mask), base, atol=1e-12)  # pads change nothing
+    assert torch.allclose(D.sequence_logprobs(model, repadded, mask), base, atol=1e-12)  # pads change nothing
     # the classic bugs give different numbers: no shift, or the prompt counted too
     with torch.no_grad():
         logp = torch.log_softmax(model(ids), -1)
     unshifted = (logp.gather(-1, ids[..., None]).squeeze(-1) * mask).sum(1)
     assert (unshifted - base).abs().min() > 1e-3
-    everything = P.sequence_logprobs(model, ids, (torch.arange(ids.shape[1]) >= 1).long().expand_as(ids).clone()
+    everything = D.sequence_logprobs(model, ids, (torch.arange(ids.shape[1]) >= 1).long().expand_as(ids).clone()
                                      * (ids != 0).long())
     long_prompt = torch.tensor([len(p) > 1 for p, _, _ in pairs] * 2)  # a 1-token prompt has nothing to score
     assert (everything - base)[long_prompt].abs().min() > 1e-3
@@ -240,17 +241,17 @@ def test_sequence_logprobs_bad_input():
     empty = mask.clone()
     empty[2] = 0
     with pytest.raises(ValueError, match="empty"):
-        P.sequence_logprobs(model, ids, empty)
+        D.sequence_logprobs(model, ids, empty)
     first = mask.clone()
     first[0, 0] = 1
     with pytest.raises(ValueError, match=r"completion_mask\[:, 0\]"):
-        P.sequence_logprobs(model, ids, first)
+        D.sequence_logprobs(model, ids, first)
     with pytest.raises(ValueError, match="shape"):
-        P.sequence_logprobs(model, ids, mask[:, :-1])
-    with pytest.raises(ValueError, match="integer"):
-        P.sequence_logprobs(model, ids.float(), mask)
+        D.sequence_logprobs(model, ids, mask[:, :-1])
+    with pytest.raises(TypeError, match="integer"):  # a wrong dtype is a TypeError
+        D.sequence_logprobs(model, ids.float(), mask)
     with pytest.raises(ValueError, match="0 and 1"):
-        P.sequence_logprobs(model, ids, mask * 2)
+        D.sequence_logprobs(model, ids, mask * 2)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -299,19 +300,19 @@ def test_dpo_loss_mismatched_batch_sizes():
 def test_identical_pairs_are_reported_and_left_out():
     pairs = [([1, 2], [3, 4], [5]), ([1, 2], [6], [6]), ([7], [8, 9], [8, 9, 10])]
     with pytest.warns(UserWarning, match="1 of 3 pairs have chosen == rejected"):
-        batch = P.completion_batch(pairs)
+        batch = D.completion_batch(pairs)
     assert batch["kept"] == [0, 2] and batch["input_ids"].shape[0] == 4
     with pytest.raises(ValueError, match="no usable pair"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        P.completion_batch([([1], [2], [2])])
+        D.completion_batch([([1], [2], [2])])
     with pytest.raises(ValueError, match="non-empty"):
-        P.completion_batch([([1], [], [2])])
+        D.completion_batch([([1], [], [2])])
 
 
 def test_identical_pair_has_zero_dpo_gradient():
     model = _tiny_lm()
     batch = {"input_ids": torch.tensor([[3, 4, 5], [3, 4, 5]]), "completion_mask": torch.tensor([[0, 1, 1]] * 2)}
-    logps = P.sequence_logprobs(model, batch["input_ids"], batch["completion_mask"])
+    logps = D.sequence_logprobs(model, batch["input_ids"], batch["completion_mask"])
     loss, _, _ = P.dpo_loss(logps[:1], logps[1:], logps[:1].detach() + 0.3, logps[1:].detach() + 0.3)
     loss.backward()
     # exactly 0 in exact arithmetic; float64 rounding in the batched backward leaves ~1e-17
@@ -320,10 +321,10 @@ def test_identical_pair_has_zero_dpo_gradient():
 
 def test_rule_pairs():
     labels = [[False, True, True, False], [True, True], [False, False], [False, True]]
-    assert P.rule_pairs(labels) == [(0, 1, 0), (3, 1, 0)]
-    assert P.rule_pairs(labels, max_per_prompt=2) == [(0, 1, 0), (0, 2, 3), (3, 1, 0)]
+    assert D.rule_pairs(labels) == [(0, 1, 0), (3, 1, 0)]
+    assert D.rule_pairs(labels, max_per_prompt=2) == [(0, 1, 0), (0, 2, 3), (3, 1, 0)]
     with pytest.raises(ValueError, match="max_per_prompt"):
-        P.rule_pairs(labels, max_per_prompt=0)
+        D.rule_pairs(labels, max_per_prompt=0)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -393,19 +394,19 @@ def test_train_dpo_with_lora_learns_the_pairs():
     lora.add_lora(model, ["q_proj", "v_proj", "up_proj"], r=4, alpha=8, seed=0)
     pairs, batch = _ragged_batch()
     with lora.disabled(model):
-        ref_c, ref_r = P.pair_logprobs(model, batch)
-    pol_c, pol_r = P.pair_logprobs(model, batch)
+        ref_c, ref_r = D.pair_logprobs(model, batch)
+    pol_c, pol_r = D.pair_logprobs(model, batch)
     assert torch.equal(pol_c, ref_c)  # B = 0: the adapted model starts as the reference
-    history = P.train_dpo(model, batch, ref_c, ref_r, beta=1.0, steps=20, batch_size=2, lr=3e-2)
+    history = D.train_dpo(model, batch, ref_c, ref_r, beta=1.0, steps=20, batch_size=2, lr=3e-2)
     assert history["loss"][0] == pytest.approx(math.log(2), abs=1e-6)
     assert history["accuracy"][0] == 0.0 and history["margin"][0] == 0.0
-    after_c, after_r = P.pair_logprobs(model, batch)
+    after_c, after_r = D.pair_logprobs(model, batch)
     loss, r_w, r_l = P.dpo_loss(after_c, after_r, ref_c, ref_r, beta=1.0)
     assert loss.item() < 0.05 and (r_w > r_l).all()
     with lora.disabled(model):  # the reference is untouched by training
-        assert torch.equal(P.pair_logprobs(model, batch)[0], ref_c)
+        assert torch.equal(D.pair_logprobs(model, batch)[0], ref_c)
     with pytest.raises(ValueError, match="batch sizes must match"):
-        P.train_dpo(model, batch, ref_c[:2], ref_r, steps=1)
+        D.train_dpo(model, batch, ref_c[:2], ref_r, steps=1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -441,18 +442,18 @@ def test_chat_text_is_chatml():
 
 def test_completion_kl_and_features_against_brute_force():
     from lmbook import lora
-    from lmbook.experiments import preference_task as E
+    from lmbook.experiments import dpo_measures as M
 
     model = _tiny_lm()
     model.tok_emb.weight.data.mul_(25)
     lora.add_lora(model, ["q_proj", "v_proj"], r=2, alpha=4, seed=0)
     _, batch = _ragged_batch()
     ids, mask = batch["input_ids"], batch["completion_mask"]
-    kl, logp, ref_logp = E.completion_kl(model, ids, mask)
+    kl, logp, ref_logp = M.completion_kl(model, ids, mask)
     assert torch.equal(kl, torch.zeros_like(kl)) and torch.allclose(logp, ref_logp)  # B = 0
     for _, layer in lora.lora_layers(model):
         torch.nn.init.normal_(layer.lora_B, std=0.5)
-    kl, logp, ref_logp = E.completion_kl(model, ids, mask)
+    kl, logp, ref_logp = M.completion_kl(model, ids, mask)
     with torch.no_grad():
         pol = torch.log_softmax(model(ids), -1)
         with lora.disabled(model):
@@ -462,10 +463,10 @@ def test_completion_kl_and_features_against_brute_force():
         expected = sum(torch.sum(pol[row, t - 1].exp() * (pol[row, t - 1] - ref[row, t - 1])).item() for t in positions)
         assert kl[row].item() == pytest.approx(expected, rel=1e-9)
         assert kl[row].item() > 0
-    assert torch.allclose(logp, P.sequence_logprobs(model, ids, mask), atol=1e-10)
+    assert torch.allclose(logp, D.sequence_logprobs(model, ids, mask), atol=1e-10)
     with lora.disabled(model):
-        assert torch.allclose(ref_logp, P.sequence_logprobs(model, ids, mask), atol=1e-10)
-        feats = E.completion_features(model, batch)
+        assert torch.allclose(ref_logp, D.sequence_logprobs(model, ids, mask), atol=1e-10)
+        feats = M.completion_features(model, batch)
         hidden = model.tok_emb(ids)
         rope = rope_cos_sin(torch.arange(ids.shape[1]), model.inv_freq)
         for block in model.blocks:
@@ -476,12 +477,12 @@ def test_completion_kl_and_features_against_brute_force():
 
 
 def test_sample_replies_cut_at_the_end_token():
-    from lmbook.experiments import preference_task as E
+    from lmbook.experiments import dpo_measures as M
 
     model = _tiny_lm()
     prompts = [[3, 4, 5], [6, 7, 8], [9, 10]]
-    replies = E.sample_replies(model, prompts, n=3, eos_id=2, seed=0, batch_size=4, max_new_tokens=6)
+    replies = M.sample_replies(model, prompts, n=3, eos_id=2, seed=0, batch_size=4, max_new_tokens=6)
     assert len(replies) == 3 and all(len(r) == 3 for r in replies)
     for reply in (r for rs in replies for r in rs):
         assert 1 <= len(reply) <= 6 and (2 not in reply[:-1])
-    assert replies == E.sample_replies(model, prompts, n=3, eos_id=2, seed=0, batch_size=4, max_new_tokens=6)
+    assert replies == M.sample_replies(model, prompts, n=3, eos_id=2, seed=0, batch_size=4, max_new_tokens=6)

@@ -9,7 +9,7 @@ down and checked by a program, :func:`satisfies_rule`. A reply is good when it
 3. names the topic: it contains one of the topic's words (:func:`topic_words`).
 
 SmolLM2 itself writes the candidates (4 samples per prompt at temperature 1); the rule labels them; a
-prompt with a good and a bad reply gives preference pairs (:func:`lmbook.preference.rule_pairs`). The
+prompt with a good and a bad reply gives preference pairs (:func:`lmbook.dpo.rule_pairs`). The
 manual's training sections make the training prompts; its 8 validation sections, in all three phrasings,
 are held out. ``python -m lmbook.experiments.preference_task`` (``make dpo``) then
 
@@ -33,15 +33,13 @@ from pathlib import Path
 
 import torch
 
-from .. import data, lora
+from .. import data, lora, validate
+from .. import dpo as D
 from .. import preference as P
-from ..decoding import generate
-from ..kv_cache import KVCache
-from ..utils import progress
+from .dpo_measures import completion_features, completion_kl, sample_replies
 
 __all__ = ["TEMPLATES", "SYSTEM", "MAX_NEW_TOKENS", "EOS_ID", "BETAS", "RUNS_PATH", "FEATURES_PATH", "topics",
-           "topic_words", "chat_text", "satisfies_rule", "sample_replies", "completion_features", "completion_kl",
-           "load_runs"]
+           "topic_words", "chat_text", "satisfies_rule", "load_runs"]
 
 TEMPLATES = ("In one sentence, what is {topic} in Python?", "Answer in one sentence: what is {topic} in Python?",
              "Describe {topic} in Python in one sentence.")
@@ -70,6 +68,7 @@ def topics() -> dict[str, str]:
 def topic_words(topic: str) -> list[str]:
     """Words of a topic phrase that a reply must mention (one of them): the keyword in backticks if there
     is one, else the title's words of 4+ letters that are not generic ('python', 'statement', ...)."""
+    validate.string("topic", topic)
     keyword = re.findall(r"`([^`]+)`", topic)
     if keyword:
         return [keyword[0].lower()]
@@ -80,10 +79,9 @@ def topic_words(topic: str) -> list[str]:
 def chat_text(messages, add_generation_prompt: bool = True) -> str:
     """Render conversational messages [{"role": ..., "content": ...}, ...] in SmolLM2's chat format (ChatML):
     each turn is <|im_start|>role\\ncontent<|im_end|>\\n; the open assistant turn is added at the end."""
+    _check_messages(messages, add_generation_prompt)
     text = ""
     for m in messages:
-        if set(m) != {"role", "content"} or m["role"] not in ("system", "user", "assistant"):
-            raise ValueError(f"each message must be {{'role': 'system'|'user'|'assistant', 'content': str}}, got {m!r}")
         text += f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
     return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
@@ -94,6 +92,7 @@ def satisfies_rule(reply: str, finished: bool, words) -> bool:
     One sentence: no line break, and no '.', '!' or '?' (optionally closed by a quote or bracket) followed
     by a space and a capital letter, where a new sentence would start.
     """
+    _check_rule_args(reply, finished, words)
     text = reply.strip()
     one_sentence = bool(text) and "\n" not in text and re.search(r"[.!?][\"')\]`]*\s+[A-Z]", text) is None
     named = any(w.rstrip("s") in text.lower() for w in words)
@@ -101,71 +100,9 @@ def satisfies_rule(reply: str, finished: bool, words) -> bool:
 
 
 def prompt_messages(topic: str, template: int) -> list[dict]:
+    """The system turn and the user's question about ``topic`` in phrasing ``template`` (0, 1 or 2)."""
+    _check_prompt_args(topic, template)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TEMPLATES[template].format(topic=topic)}]
-
-
-@torch.no_grad()
-def sample_replies(model, prompt_ids: list[list[int]], n: int, eos_id: int, seed: int = 0, batch_size: int = 16,
-                   max_new_tokens: int = MAX_NEW_TOKENS) -> list[list[list[int]]]:
-    """``n`` sampled replies (temperature 1) to each prompt: lists of token ids, ending with ``eos_id`` when
-    the model finished within ``max_new_tokens``. Prompts of equal length share a batch (no padding)."""
-    out = [[None] * n for _ in prompt_ids]
-    jobs = sorted(((len(p), i, j) for i, p in enumerate(prompt_ids) for j in range(n)))
-    generator = torch.Generator().manual_seed(seed)
-    groups = {}
-    for length, i, j in jobs:
-        groups.setdefault(length, []).append((i, j))
-    for length, members in progress(sorted(groups.items()), desc="sampling"):
-        for s in range(0, len(members), batch_size):
-            chunk = members[s:s + batch_size]
-            ids = torch.tensor([prompt_ids[i] for i, _ in chunk])
-            cache = KVCache.for_model(model, length + max_new_tokens, batch=len(chunk))
-            full = generate(model, ids, max_new_tokens, do_sample=True, eos_id=eos_id, generator=generator,
-                            cache=cache)
-            for (i, j), row in zip(chunk, full[:, length:].tolist(), strict=True):
-                out[i][j] = row[:row.index(eos_id) + 1] if eos_id in row else row
-    return out
-
-
-@torch.no_grad()
-def completion_features(model, batch: dict, batch_size: int = 16) -> torch.Tensor:
-    """Reward-model features: the model's final hidden state (after the last norm) at the last token of
-    each completion of ``batch`` (the position whose next-token logits a reward model would replace)."""
-    captured = []
-    hook = model.final_norm.register_forward_hook(lambda module, inputs, output: captured.append(output))
-    try:
-        rows = []
-        for s in range(0, batch["input_ids"].shape[0], batch_size):
-            ids, mask = batch["input_ids"][s:s + batch_size], batch["completion_mask"][s:s + batch_size]
-            captured.clear()
-            model(ids)
-            last = (mask * torch.arange(mask.shape[1])).argmax(1)  # index of each row's last completion token
-            rows.append(captured[0][torch.arange(len(ids)), last])  # (b, d)
-    finally:
-        hook.remove()
-    return torch.cat(rows)
-
-
-@torch.no_grad()
-def completion_kl(model, input_ids: torch.Tensor, completion_mask: torch.Tensor, batch_size: int = 16):
-    """KL between the adapted model and its reference (adapter disabled) along given completions:
-    sum over completion tokens t of KL(pi(. | x, y_<t) || pi_ref(. | x, y_<t)), exact over the vocabulary,
-    plus log pi(y|x) and log pi_ref(y|x). For completions sampled from pi, the mean is KL(pi || pi_ref) of
-    whole replies. Returns three (B,) tensors."""
-    kls, logps, ref_logps = [], [], []
-    for s in range(0, input_ids.shape[0], batch_size):
-        ids = input_ids[s:s + batch_size]
-        logits = model(ids)[:, :-1]  # (b, T-1, V)
-        dtype = torch.promote_types(logits.dtype, torch.float32)
-        mask = completion_mask[s:s + batch_size, 1:].to(dtype)
-        logp = logits.to(dtype).log_softmax(-1)
-        with lora.disabled(model):
-            ref = model(ids)[:, :-1].to(dtype).log_softmax(-1)
-        kls.append(((logp.exp() * (logp - ref)).sum(-1) * mask).sum(1))
-        target = ids[:, 1:, None]
-        logps.append((logp.gather(-1, target).squeeze(-1) * mask).sum(1))
-        ref_logps.append((ref.gather(-1, target).squeeze(-1) * mask).sum(1))
-    return torch.cat(kls), torch.cat(logps), torch.cat(ref_logps)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -179,6 +116,7 @@ def _save(runs, path=RUNS_PATH):
 
 def load_runs(path=RUNS_PATH) -> dict:
     """The stored results of ``make dpo`` (see the module docstring)."""
+    _check_path(path)
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return json.load(f)
 
@@ -202,12 +140,13 @@ def _label(tokenizer, eos_id, prompts, replies):
 
 
 def _pairs(prompts, replies, labels, per_prompt):
-    triples = P.rule_pairs(labels, per_prompt)
+    triples = D.rule_pairs(labels, per_prompt)
     return triples, [(prompts[i]["ids"], replies[i][w], replies[i][lo]) for i, w, lo in triples]
 
 
 def _evaluate(model, prompts, eos_id, tokenizer, seed=1):
-    replies = sample_replies(model, [p["ids"] for p in prompts], N_SAMPLES, eos_id, seed=seed)
+    replies = sample_replies(model, [p["ids"] for p in prompts], N_SAMPLES, eos_id, seed=seed,
+                             max_new_tokens=MAX_NEW_TOKENS)
     labels, texts = _label(tokenizer, eos_id, prompts, replies)
     rows = [(p["ids"], r) for p, rs in zip(prompts, replies, strict=True) for r in rs]
     ids = torch.zeros(len(rows), max(len(a) + len(b) for a, b in rows), dtype=torch.long)
@@ -224,9 +163,11 @@ def _evaluate(model, prompts, eos_id, tokenizer, seed=1):
 
 
 def main(betas=BETAS, log=print) -> dict:
+    """``make dpo``: sample and label the candidates, extract the features, and train DPO for each of ``betas``."""
     from ..pretrained import load_smollm2
     from ..tokenization import BPETokenizer
 
+    _check_main(betas, log)
     runs = load_runs() if RUNS_PATH.exists() else {}
     torch.manual_seed(0)
     model, tokenizer = load_smollm2(), BPETokenizer.from_gguf()
@@ -237,7 +178,8 @@ def main(betas=BETAS, log=print) -> dict:
     if "candidates" not in runs:
         cands = {}
         for part, seed in (("train", 0), ("heldout", 1)):
-            replies = sample_replies(model, [p["ids"] for p in prompts[part]], N_SAMPLES, eos_id, seed=seed)
+            replies = sample_replies(model, [p["ids"] for p in prompts[part]], N_SAMPLES, eos_id, seed=seed,
+                                     max_new_tokens=MAX_NEW_TOKENS)
             labels, texts = _label(tokenizer, eos_id, prompts[part], replies)
             cands[part] = [{**{k: v for k, v in p.items() if k != "ids"}, "replies": r, "texts": x, "labels": lab}
                            for p, r, x, lab in zip(prompts[part], replies, texts, labels, strict=True)]
@@ -252,7 +194,7 @@ def main(betas=BETAS, log=print) -> dict:
         replies = [c["replies"] for c in cands[part]]
         labels = [c["labels"] for c in cands[part]]
         triples[part], pairs = _pairs(prompts[part], replies, labels, RECIPE["max_pairs_per_prompt"])
-        batches[part] = P.completion_batch(pairs)
+        batches[part] = D.completion_batch(pairs)
     runs["pairs"] = {part: triples[part] for part in triples}
     if not FEATURES_PATH.exists():
         import numpy as np
@@ -267,7 +209,7 @@ def main(betas=BETAS, log=print) -> dict:
         log(f"before: rule rate {runs['before']['rule_rate']:.3f} ({time.perf_counter() - start:.0f} s)")
         _save(runs)
     if "heldout_ref_logps" not in runs:  # the held-out pairs under the reference: step 0 of the tracked curves
-        chosen, rejected = P.pair_logprobs(model, batches["heldout"])
+        chosen, rejected = D.pair_logprobs(model, batches["heldout"])
         runs["heldout_ref_logps"] = {"chosen": chosen.tolist(), "rejected": rejected.tolist()}
         _save(runs)
     n_train = batches["train"]["input_ids"].shape[0] // 2
@@ -278,7 +220,7 @@ def main(betas=BETAS, log=print) -> dict:
             continue
         lora.add_lora(model, RECIPE["targets"], r=RECIPE["r"], alpha=RECIPE["alpha"], seed=0)
         with lora.disabled(model):
-            ref = {part: P.pair_logprobs(model, batches[part]) for part in batches}
+            ref = {part: D.pair_logprobs(model, batches[part]) for part in batches}
         main_run = beta == betas[0]
 
         def callback(step, m, beta=beta, main_run=main_run, ref=ref):
@@ -292,7 +234,7 @@ def main(betas=BETAS, log=print) -> dict:
                     "eval_accuracy": (r_w > r_l).float().mean().item(), "eval_logp_chosen": logp[:n].mean().item(),
                     "eval_logp_rejected": logp[n:].mean().item(), "eval_kl_ref_samples": kl.mean().item()}
 
-        history = P.train_dpo(model, batches["train"], *ref["train"], beta=beta, steps=steps,
+        history = D.train_dpo(model, batches["train"], *ref["train"], beta=beta, steps=steps,
                               batch_size=RECIPE["batch_size"], lr=RECIPE["lr"], seed=0, callback=callback)
         after = _evaluate(model, prompts["heldout"], eos_id, tokenizer)
         runs["sweep"][str(beta)] = {"beta": beta, "steps": steps, "history": history, "after": after}
@@ -303,6 +245,45 @@ def main(betas=BETAS, log=print) -> dict:
         lora.remove_lora(model)
         _save(runs)
     return runs
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checks: each raises a TypeError or ValueError that names the argument
+# ---------------------------------------------------------------------------------------------------------
+
+def _check_messages(messages, add_generation_prompt):
+    validate.sequence("messages", messages, what="{'role': ..., 'content': ...} dicts")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or set(m) != {"role", "content"} or m["role"] not in ("system", "user",
+                                                                                          "assistant"):
+            raise ValueError(f"messages[{i}] must be {{'role': 'system'|'user'|'assistant', 'content': str}}, "
+                             f"got {m!r}")
+        validate.string(f"messages[{i}]['content']", m["content"], empty=True)
+    validate.boolean("add_generation_prompt", add_generation_prompt)
+
+
+def _check_rule_args(reply, finished, words):
+    validate.string("reply", reply, empty=True)
+    validate.boolean("finished", finished)
+    validate.strings("words", words)
+
+
+def _check_prompt_args(topic, template):
+    validate.string("topic", topic)
+    validate.integer("template", template, low=0, high=len(TEMPLATES) - 1)
+
+
+def _check_path(path):
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or a Path, got {validate.describe(path)}")
+
+
+def _check_main(betas, log):
+    validate.sequence("betas", betas, what="numbers")
+    for beta in betas:
+        validate.number("betas[...]", beta, low=0, low_open=True)
+    if not callable(log):
+        raise TypeError(f"log must be a function like print, got {validate.describe(log)}")
 
 
 if __name__ == "__main__":  # make dpo

@@ -21,7 +21,7 @@ def _hf_train(text: str, vocab_size: int):
 
 def _hf_smollm2():
     import gguf
-    from lmbook.tokenization import smollm2_gguf_path
+    from lmbook.gguf_tokenizer import smollm2_gguf_path
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     fields = gguf.GGUFReader(smollm2_gguf_path()).fields
@@ -35,7 +35,8 @@ def _hf_smollm2():
 
 def run() -> str:
     from lmbook import data
-    from lmbook.tokenization import BPETokenizer, pretokenize
+    from lmbook.pretokenization import pretokenize
+    from lmbook.tokenization import BPETokenizer
 
     text = data.text()
     n_merges = 2000

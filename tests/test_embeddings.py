@@ -1,6 +1,7 @@
-"""lmbook.embeddings against brute force: the negative-sampling loss and its gradient written out with math,
-CBOW's softmax by hand, fastText's n-grams and FNV-1a hash against published values, the hierarchical
-softmax against summing over every leaf, and SGNS's optimum against shifted PMI (Levy & Goldberg 2014)."""
+"""lmbook's chapter-6 modules (word2vec, fasttext, hierarchical_softmax, embeddings) against brute force: the
+negative-sampling loss and its gradient written out with math, CBOW's softmax by hand, fastText's n-grams and
+FNV-1a hash against published values, the hierarchical softmax against summing over every leaf, and SGNS's
+optimum against shifted PMI (Levy & Goldberg 2014)."""
 
 import math
 import random
@@ -9,21 +10,10 @@ import numpy as np
 import pytest
 import torch
 from lmbook import cooccurrence
-from lmbook.embeddings import (
-    CBOW,
-    SkipGram,
-    _shifted_pmi,
-    build_vocab,
-    cbow_examples,
-    char_ngrams,
-    fit_sgns_to_counts,
-    hierarchical_softmax_log_prob,
-    huffman_code,
-    ngram_bucket,
-    sgns_loss,
-    skipgram_pairs,
-    train_word2vec,
-)
+from lmbook.embeddings import _shifted_pmi, fit_sgns_to_counts, train_word2vec
+from lmbook.fasttext import char_ngrams, ngram_bucket
+from lmbook.hierarchical_softmax import hierarchical_softmax_log_prob, huffman_code
+from lmbook.word2vec import CBOW, SkipGram, build_vocab, cbow_examples, sgns_loss, skipgram_pairs
 
 
 def log_sigmoid(x):

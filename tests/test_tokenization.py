@@ -10,19 +10,10 @@ import random
 
 import pytest
 from lmbook import data
-from lmbook.tokenization import (
-    BPETokenizer,
-    bytes_to_unicode,
-    learn_merges,
-    learn_merges_naive,
-    merge_pair,
-    pretokenize,
-    smollm2_gguf_path,
-    unigram_em,
-    unigram_prune,
-    unigram_viterbi,
-    wordpiece_score,
-)
+from lmbook.gguf_tokenizer import smollm2_gguf_path
+from lmbook.pretokenization import bytes_to_unicode, pretokenize
+from lmbook.tokenization import BPETokenizer, learn_merges, learn_merges_naive, merge_pair
+from lmbook.unigram import unigram_em, unigram_prune, unigram_viterbi, wordpiece_score
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 SPELL = bytes_to_unicode()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import codecs
 import math
 
-from ...tokenization import merge_pair, unigram_viterbi
+from ...tokenization import merge_pair
+from ...unigram import unigram_viterbi
 from ._core import Case, check_answer, run_check
 
 __all__ = ["check_wordpiece_by_hand", "check_merge_pair", "check_stream_decode", "check_best_segmentation"]

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from ...embeddings import char_ngrams, huffman_code
+from ...fasttext import char_ngrams
+from ...hierarchical_softmax import huffman_code
 from ._core import Case, check_answer, run_check
 
 __all__ = ["check_sgns_by_hand", "check_context_pairs", "check_fasttext_ngrams", "check_noise_distribution",

@@ -15,10 +15,9 @@ and each step feeds only the newest token. Three caches plug into ``lmbook.model
   attention sinks) and the last ``window`` tokens, overwriting the oldest token of the window;
 - :class:`Int8KVCache`: the same as KVCache with each cached vector stored as int8 plus one scale.
 
-And the arithmetic of the chapter: :func:`kv_cache_bytes` (memory), :func:`forward_flops` (compute of a
-forward pass with or without cached tokens), :func:`cached_nll` (per-token loss read through a cache) and
-:func:`fit_exponent` (the growth exponent of measured times).
-Chapter 11.
+And :func:`kv_cache_bytes` (the memory a cache takes), :func:`quantize_int8` (absmax int8 vectors) and
+:func:`cached_nll` (the loss of each token of a text read through a cache). The compute side of the chapter,
+FLOPs per forward pass and fitted growth exponents, is ``lmbook.inference_cost``. Chapter 11.
 
 Left out on purpose: paged caches and prefix sharing (vLLM), re-positioning tokens inside a rolling
 cache (StreamingLLM does it to go beyond the trained context; here positions stay those of the text),
@@ -27,17 +26,12 @@ multi-head latent attention, speculative decoding, and batches of prompts of dif
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-__all__ = ["KVCache", "RollingKVCache", "Int8KVCache", "kv_cache_bytes", "forward_flops", "cached_nll",
-           "quantize_int8", "fit_exponent"]
+from . import validate
+from .inference_cost import config_sizes
 
-
-def _check_int(name: str, value, least: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
+__all__ = ["KVCache", "RollingKVCache", "Int8KVCache", "kv_cache_bytes", "cached_nll", "quantize_int8"]
 
 
 class KVCache:
@@ -51,13 +45,12 @@ class KVCache:
 
     def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, max_len: int, batch: int = 1,
                  dtype: torch.dtype = torch.float32, device=None):
-        for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
-                            ("max_len", max_len), ("batch", batch)):
-            _check_int(name, value)
+        """Zeroed buffers (L, B, H_kv, max_len, d) for the keys and for the values, and no token stored yet."""
+        _check_cache(n_layers, n_kv_heads, head_dim, max_len, batch, dtype, device)
         self.n_layers, self.n_kv_heads, self.head_dim = n_layers, n_kv_heads, head_dim
         self.max_len, self.batch, self.dtype = max_len, batch, dtype
         self._allocate((n_layers, batch, n_kv_heads, max_len, head_dim), dtype, device)
-        self.lengths = [0] * n_layers
+        self.lengths = [0] * n_layers  # tokens stored per layer
 
     def _allocate(self, shape, dtype, device):
         self.keys = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H_kv, max_len, d)
@@ -66,6 +59,7 @@ class KVCache:
     @classmethod
     def for_model(cls, model, max_len: int, batch: int = 1, **kwargs):
         """A cache shaped for ``model`` (a Transformer): its layers, K/V heads, head size, dtype and device."""
+        _check_model(model)
         c, weight = model.config, next(model.parameters())
         kwargs.setdefault("dtype", weight.dtype)
         kwargs.setdefault("device", weight.device)
@@ -81,29 +75,9 @@ class KVCache:
         """Bytes held by the cache's tensors (allocated for max_len tokens, whatever is filled)."""
         return sum(t.nbytes for t in vars(self).values() if isinstance(t, torch.Tensor))
 
-    def _check(self, layer, k, v) -> int:
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.n_layers:
-            raise ValueError(f"layer must be an int in [0, {self.n_layers - 1}], got {layer!r}")
-        want = (self.batch, self.n_kv_heads, "T", self.head_dim)
-        for name, t in (("k", k), ("v", v)):
-            if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-                raise TypeError(f"{name} must be a floating-point tensor, got {type(t).__name__}")
-            shape = tuple(t.shape)
-            if t.dim() != 4 or shape[:2] != want[:2] or shape[3] != self.head_dim or shape[2] < 1:
-                raise ValueError(f"{name} must have shape (batch={self.batch}, n_kv_heads={self.n_kv_heads}, "
-                                 f"T >= 1, head_dim={self.head_dim}), got {shape}")
-        if k.shape != v.shape:
-            raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
-        return k.shape[2]
-
     def _slots(self, layer: int, T: int) -> slice:
-        """Where the next T tokens of ``layer`` go: positions lengths[layer] .. + T - 1, or an error."""
-        start = self.lengths[layer]
-        if start + T > self.max_len:
-            raise ValueError(f"the cache is full: layer {layer} holds {start} of max_len={self.max_len} tokens and "
-                             f"cannot take {T} more. Make a cache with a larger max_len (or use RollingKVCache, "
-                             f"which forgets the oldest tokens)")
-        return slice(start, start + T)
+        """Where the next T tokens of ``layer`` go: positions lengths[layer] .. + T - 1 (append checked room)."""
+        return slice(self.lengths[layer], self.lengths[layer] + T)
 
     def _write(self, layer: int, slots, k, v) -> None:
         self.keys[layer, :, :, slots] = k  # (B, H_kv, T, d) into the preallocated buffer, no new memory
@@ -117,14 +91,14 @@ class KVCache:
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store the keys and values (batch, n_kv_heads, T, head_dim) of T new tokens of ``layer``."""
-        T = self._check(layer, k, v)
+        _check_append(self, layer, k, v)
+        T = k.shape[2]  # new tokens
         self._write(layer, self._slots(layer, T), k, v)
         self.lengths[layer] += T
 
     def get(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Every stored key and value of ``layer``: two tensors (batch, n_kv_heads, stored, head_dim)."""
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.n_layers:
-            raise ValueError(f"layer must be an int in [0, {self.n_layers - 1}], got {layer!r}")
+        _check_layer(self, layer)
         return self._read(layer, self._stored(layer))
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -154,37 +128,34 @@ class RollingKVCache(KVCache):
 
     def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, window: int, n_sinks: int = 0,
                  batch: int = 1, dtype: torch.dtype = torch.float32, device=None):
-        _check_int("window", window)
-        _check_int("n_sinks", n_sinks, least=0)
+        _check_rolling(window, n_sinks)
         self.window, self.n_sinks = window, n_sinks
         super().__init__(n_layers, n_kv_heads, head_dim, n_sinks + window, batch=batch, dtype=dtype, device=device)
 
     @classmethod
     def for_model(cls, model, window: int, n_sinks: int = 0, batch: int = 1, **kwargs):
-        """A rolling cache shaped for ``model`` (a Transformer)."""
+        """A rolling cache shaped for ``model`` (a Transformer), which must not use ALiBi."""
+        _check_model(model, rolling=True)
         c, weight = model.config, next(model.parameters())
-        if getattr(c, "positional", None) == "alibi":  # ALiBi's bias assumes the keys are in time order
-            raise ValueError("RollingKVCache needs positions inside the keys (rope, learned, sinusoidal or none); "
-                             "ALiBi biases the scores by slot order, which a ring buffer does not keep")
         kwargs.setdefault("dtype", weight.dtype)
         kwargs.setdefault("device", weight.device)
         return cls(c.n_layers, c.n_kv_heads, c.head_dim, window, n_sinks, batch=batch, **kwargs)
 
     def slot(self, position: int) -> int:
-        """The buffer slot of the token at ``position``: sinks stay put, the window wraps around."""
+        """The buffer slot of the token at ``position``: p while the buffer fills (sinks stay put for good),
+        then n_sinks + (p - n_sinks) mod window, the slot of the oldest windowed token."""
+        validate.integer("position", position, low=0)
         if position < self.n_sinks + self.window:
             return position
         return self.n_sinks + (position - self.n_sinks) % self.window
 
-    def _slots(self, layer: int, T: int):
+    def _slots(self, layer: int, T: int) -> slice:
+        """Where the next T tokens go: one token to its slot(), or, only while the buffer fills, T in a row."""
         start = self.lengths[layer]
         if T == 1:
             slot = self.slot(start)
             return slice(slot, slot + 1)
-        if start + T > self.max_len:
-            raise ValueError(f"a rolling cache takes several tokens at once only while it fills: layer {layer} "
-                             f"holds {start} of {self.max_len} slots and got T={T}. Feed the rest one token at a time")
-        return slice(start, start + T)
+        return slice(start, start + T)  # append checked that they fit
 
     def _stored(self, layer: int) -> int:
         return min(self.lengths[layer], self.max_len)  # lengths counts every token seen
@@ -196,8 +167,7 @@ def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Returns (q int8, same shape as x; scale float32, shape (..., 1)); x ~ q * scale, with an error of at
     most scale / 2 per entry. An all-zero vector gets scale 1 (and q = 0). Chapter 11.
     """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        raise TypeError(f"x must be a floating-point tensor, got {type(x).__name__}")
+    _check_quantize(x)
     scale = x.abs().amax(dim=-1, keepdim=True).float() / 127  # (..., 1)
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     q = torch.round(x.float() / scale).clamp(-127, 127).to(torch.int8)
@@ -226,17 +196,6 @@ class Int8KVCache(KVCache):
         return k, v  # (B, H_kv, n, d), dequantized
 
 
-def _config_value(config, name):
-    value = config.get(name) if isinstance(config, dict) else getattr(config, name, None)
-    if value is None and name == "head_dim":  # a TransformerConfig-like object without head_dim
-        d, h = _config_value(config, "d_model"), _config_value(config, "n_heads")
-        value = d // h
-    if value is None:
-        raise ValueError(f"config must give {name} (a TransformerConfig, or a dict / object with n_layers, "
-                         f"n_kv_heads and head_dim), got {config!r}")
-    return value
-
-
 def kv_cache_bytes(config, seq_len: int, batch: int = 1, dtype_bytes: int = 2) -> int:
     """Memory of a full KV cache: 2 (K and V) * n_layers * n_kv_heads * head_dim * seq_len * batch * bytes.
 
@@ -244,32 +203,9 @@ def kv_cache_bytes(config, seq_len: int, batch: int = 1, dtype_bytes: int = 2) -
     d_model and n_heads), e.g. a published model's numbers. dtype_bytes: 2 for fp16/bf16, 4 for fp32,
     1 for int8 (without its scales). Chapter 11.
     """
-    _check_int("seq_len", seq_len, least=0)
-    _check_int("batch", batch)
-    _check_int("dtype_bytes", dtype_bytes)
-    L, H_kv, d = (_config_value(config, n) for n in ("n_layers", "n_kv_heads", "head_dim"))
+    _check_bytes_args(seq_len, batch, dtype_bytes)
+    L, H_kv, d = config_sizes(config, ("n_layers", "n_kv_heads", "head_dim"))  # positive ints, or an error
     return 2 * L * H_kv * d * seq_len * batch * dtype_bytes
-
-
-def forward_flops(config, n_new: int, n_past: int = 0) -> int:
-    """Floating-point operations of one forward pass over ``n_new`` tokens after ``n_past`` cached ones
-    (a multiply-add counts 2; only matrix products, which dominate).
-
-    Per token: 2 * (L * (d (H + 2 H_kv) d_h + H d_h d + k d d_ff) + d V)   (projections, FFN with k = 3
-    matrices for SwiGLU or 2 for GELU, output layer), plus attention: query i (position n_past + i) scores
-    n_past + i keys and mixes as many values, 4 L H d_h (n_past + i) for i = 1 .. n_new (causal keys only).
-
-    Decoding with a cache at position t: forward_flops(c, 1, t - 1); without: forward_flops(c, t). Chapter 11.
-    """
-    _check_int("n_new", n_new, least=0)
-    _check_int("n_past", n_past, least=0)
-    L, H, H_kv, d, d_ff, V = (getattr(config, n) for n in ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_ff",
-                                                           "vocab_size"))
-    d_h = d // H
-    n_ffn = 3 if getattr(config, "ffn", "swiglu") == "swiglu" else 2
-    per_token = 2 * (L * (d * (H + 2 * H_kv) * d_h + H * d_h * d + n_ffn * d * d_ff) + d * V)
-    keys_seen = n_new * n_past + n_new * (n_new + 1) // 2  # sum over the new queries of the keys each sees
-    return n_new * per_token + 4 * L * H * d_h * keys_seen
 
 
 @torch.no_grad()
@@ -280,12 +216,9 @@ def cached_nll(model, ids, cache, prefill: int | None = None) -> torch.Tensor:
     go in one forward pass; the rest one token at a time, as in generation. With a KVCache this equals
     the full forward pass; with a RollingKVCache each token sees only the sinks and the window. (T - 1,).
     """
-    ids = torch.as_tensor(ids)
-    if ids.dim() != 1 or ids.numel() < 2 or ids.is_floating_point():
-        raise ValueError(f"ids must be a 1-d tensor of at least 2 token ids, got {ids.dtype} {tuple(ids.shape)}")
+    _check_nll_args(model, ids, cache, prefill)
     ids = ids.to(next(model.parameters()).device)
     prefill = min(cache.max_len if prefill is None else prefill, len(ids) - 1)
-    _check_int("prefill", prefill)
     cache.reset()
     logits = [model(ids[None, :prefill], cache=cache)[0]]  # (prefill, V)
     for t in range(prefill, len(ids) - 1):
@@ -295,8 +228,83 @@ def cached_nll(model, ids, cache, prefill: int | None = None) -> torch.Tensor:
     return -logp.gather(-1, ids[1:, None]).squeeze(-1)
 
 
-def fit_exponent(x, y) -> float:
-    """Slope of log y against log x (least squares): y ~ c x^slope. Used on measured times. Chapter 11."""
-    lx, ly = torch.tensor([math.log(v) for v in x]), torch.tensor([math.log(v) for v in y])
-    lx, ly = lx - lx.mean(), ly - ly.mean()
-    return float((lx * ly).sum() / (lx * lx).sum())
+# ----- argument checks --------------------------------------------------------------------------------------------
+
+def _check_cache(n_layers, n_kv_heads, head_dim, max_len, batch, dtype, device) -> None:
+    for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),
+                        ("max_len", max_len), ("batch", batch)):
+        validate.integer(name, value)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch dtype (keys and values are real vectors; an integer "
+                        f"dtype would truncate them), got {validate.describe(dtype)}")
+    if device is not None:
+        try:
+            torch.device(device)
+        except (RuntimeError, TypeError, ValueError) as err:
+            raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}") from err
+
+
+def _check_rolling(window, n_sinks) -> None:
+    validate.integer("window", window)
+    validate.integer("n_sinks", n_sinks, low=0)
+
+
+def _check_model(model, rolling: bool = False) -> None:
+    config = getattr(model, "config", None)
+    if not isinstance(model, torch.nn.Module) or not all(hasattr(config, n) for n in ("n_layers", "n_kv_heads")):
+        raise TypeError(f"model must be a Transformer (a module with a config), got {validate.describe(model)}")
+    if rolling and getattr(config, "positional", None) == "alibi":  # ALiBi's bias assumes keys in time order
+        raise ValueError("model uses ALiBi, but RollingKVCache needs positions inside the keys (rope, learned, "
+                         "sinusoidal or none); ALiBi biases scores by slot order, which a ring buffer does not keep")
+
+
+def _check_layer(cache: KVCache, layer) -> None:
+    if isinstance(layer, bool) or not isinstance(layer, int):
+        raise TypeError(f"layer must be an int in [0, {cache.n_layers - 1}], got {validate.describe(layer)}")
+    if not 0 <= layer < cache.n_layers:
+        raise ValueError(f"layer must be an int in [0, {cache.n_layers - 1}], got {layer!r}")
+
+
+def _check_append(cache: KVCache, layer, k, v) -> None:
+    """Types and shapes only (no pass over the values: this runs in every layer at every decoding step)."""
+    _check_layer(cache, layer)
+    for name, t in (("k", k), ("v", v)):
+        validate.tensor(name, t, finite=False)
+        if t.dim() != 4 or t.shape[:2] != (cache.batch, cache.n_kv_heads) or t.shape[3] != cache.head_dim \
+                or t.shape[2] < 1:
+            raise ValueError(f"{name} must have shape (batch={cache.batch}, n_kv_heads={cache.n_kv_heads}, "
+                             f"T >= 1, head_dim={cache.head_dim}), got {tuple(t.shape)}")
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    start, T = cache.lengths[layer], k.shape[2]
+    rolling = isinstance(cache, RollingKVCache)
+    if rolling and T > 1 and start + T > cache.max_len:
+        raise ValueError(f"a rolling cache takes several tokens at once only while it fills: layer {layer} holds "
+                         f"{start} of {cache.max_len} slots and k has T={T}. Feed the rest one token at a time")
+    if not rolling and start + T > cache.max_len:
+        raise ValueError(f"the cache is full: layer {layer} holds {start} of max_len={cache.max_len} tokens and "
+                         f"k, v bring {T} more. Make a cache with a larger max_len (or use RollingKVCache, "
+                         f"which forgets the oldest tokens)")
+
+
+def _check_quantize(x) -> None:
+    validate.tensor("x", x)  # floating point, no NaN or inf (a NaN would quantize to a silent 0)
+    if x.dim() == 0 or x.shape[-1] == 0:
+        raise ValueError(f"x must have shape (..., d) with d >= 1, got {tuple(x.shape)}")
+
+
+def _check_bytes_args(seq_len, batch, dtype_bytes) -> None:
+    validate.integer("seq_len", seq_len, low=0)
+    validate.integer("batch", batch)
+    validate.integer("dtype_bytes", dtype_bytes)
+
+
+def _check_nll_args(model, ids, cache, prefill) -> None:
+    _check_model(model)
+    validate.token_ids("ids", ids, model.config.vocab_size, ndim=1)
+    if ids.numel() < 2:
+        raise ValueError(f"ids must hold at least 2 token ids (one to predict from, one to score), got {ids.numel()}")
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache, RollingKVCache or Int8KVCache, got {validate.describe(cache)}")
+    if prefill is not None:
+        validate.integer("prefill", prefill)

@@ -2,8 +2,8 @@
 peak memory of dense vs tiled ("flash") attention as the sequence grows.
 
 Timings alternate between the contenders inside each repeat, so that load from other processes hits
-them alike; the figures that matter are the ratios. Peak memory is counted by lmbook.attention.peak_memory
-(the bytes of tensors alive at once), which is deterministic.
+them alike; the figures that matter are the ratios. Peak memory is counted by
+lmbook.efficient_attention.peak_memory (the bytes of tensors alive at once), which is deterministic.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from common import table
 from lmbook import attention as A
+from lmbook import efficient_attention as EA
 
 
 def interleaved_medians(fns: dict, repeat: int = 9, warmup: int = 2) -> dict:
@@ -38,10 +39,10 @@ def speed_rows(threads: int) -> list[list]:
     q, k, v = (torch.randn(1, 8, 1024, 64, generator=g) for _ in range(3))
     fns = {
         "torch SDPA (fused)": lambda: F.scaled_dot_product_attention(q, k, v),
-        "lmbook dense": lambda: A.scaled_dot_product_attention(q, k, v),
-        "lmbook dense, readable path": lambda: A.scaled_dot_product_attention(q, k, v, return_weights=True),
-        "lmbook flash (block 64)": lambda: A.flash_attention(q, k, v, block_size=64),
-        "lmbook linear (elu+1)": lambda: A.linear_attention(q, k, v),
+        "lmbook dense": lambda: A.fast_attention(q, k, v),
+        "lmbook dense, readable path": lambda: A.scaled_dot_product_attention(q, k, v),
+        "lmbook flash (block 64)": lambda: EA.flash_attention(q, k, v, block_size=64),
+        "lmbook linear (elu+1)": lambda: EA.linear_attention(q, k, v),
     }
     with torch.no_grad():
         med = interleaved_medians(fns)
@@ -54,9 +55,9 @@ def memory_rows() -> list[list]:
     for T in (256, 512, 1024, 2048):  # the readable dense path holds ~2 GB at T = 4096
         q = torch.randn(1, 8, T, 64)
         with torch.no_grad():
-            _, readable = A.peak_memory(A.scaled_dot_product_attention, q, q, q, return_weights=True)
-            _, sliced = A.peak_memory(A.scaled_dot_product_attention, q, q, q)
-            _, flash = A.peak_memory(A.flash_attention, q, q, q, block_size=128)
+            _, readable = EA.peak_memory(A.scaled_dot_product_attention, q, q, q, return_weights=True)
+            _, sliced = EA.peak_memory(A.fast_attention, q, q, q)
+            _, flash = EA.peak_memory(EA.flash_attention, q, q, q, block_size=128)
         growth = "" if previous is None else f"{readable / previous[0]:.1f} / {flash / previous[1]:.1f}"
         rows.append([T, f"{readable / 2**20:.1f}", f"{sliced / 2**20:.1f}", f"{flash / 2**20:.2f}",
                      f"{readable / flash:.0f}", growth])
@@ -68,10 +69,10 @@ def causal_contenders(q: torch.Tensor) -> dict:
     """Causal self-attention of q with itself by each method."""
     return {
         "sdpa": lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True),
-        "dense": lambda: A.scaled_dot_product_attention(q, q, q, is_causal=True),
-        "flash": lambda: A.flash_attention(q, q, q, block_size=128, is_causal=True),
-        "window": lambda: A.flash_attention(q, q, q, block_size=128, window=256),
-        "linear": lambda: A.linear_attention(q, q, q, is_causal=True),
+        "dense": lambda: A.fast_attention(q, q, q, is_causal=True),
+        "flash": lambda: EA.flash_attention(q, q, q, block_size=128, is_causal=True),
+        "window": lambda: EA.flash_attention(q, q, q, block_size=128, window=256),
+        "linear": lambda: EA.linear_attention(q, q, q, is_causal=True),
     }
 
 
@@ -100,9 +101,9 @@ def run() -> str:
         "## Attention (lmbook.attention vs torch SDPA)",
         "Forward pass at (B=1, H=8, T=1024, d=64), float32, CPU, no mask. Ratio = time / torch SDPA's time "
         f"in the same run (target for lmbook dense: within 1.5x). lmbook dense / torch SDPA: {ratios}. "
-        "The readable path (used with autograd or return_weights) materialises all H score matrices and "
-        "several T x T temporaries; the default inference path goes one head and one tile of query rows at a "
-        "time. Timings alternate between contenders. Load average at the start of this run: "
+        "lmbook dense is attention.fast_attention, which goes one head and one tile of query rows at a time; the "
+        "readable path (scaled_dot_product_attention, also used with autograd) materialises all H score matrices "
+        "and several T x T temporaries. Timings alternate between contenders. Load average at the start of this run: "
         f"{load:.1f} on {os.cpu_count()} CPUs; when runnable threads outnumber cores, multi-threaded torch ops wait "
         "on each other, which hurts methods made of many small ops (lmbook's) far more than one fused kernel.",
         table(["threads", "implementation", "ms", "ratio to SDPA"], speed),

@@ -1,5 +1,6 @@
-"""lmbook.attention against torch: F.scaled_dot_product_attention (masks, causal alignment, enable_gqa),
-nn.MultiheadAttention with copied weights, torch.softmax; flash and linear attention against brute force."""
+"""lmbook.attention and lmbook.efficient_attention against torch: F.scaled_dot_product_attention (masks, causal
+alignment, enable_gqa), nn.MultiheadAttention with copied weights, torch.softmax; flash and linear attention
+against brute force; each fast path of fast_attention against the readable scaled_dot_product_attention."""
 
 import math
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from lmbook import attention as A
+from lmbook import efficient_attention as EA
 from torch.nn.attention.bias import causal_lower_right
 
 TOL = dict(atol=1e-5, rtol=1e-5)  # float32; the orders of summation differ from torch's kernels
@@ -48,7 +50,7 @@ def test_temperature_flattens():
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "1"])
 def test_softmax_rejects_bad_temperature(bad):
-    with pytest.raises(ValueError, match="temperature"):
+    with pytest.raises(TypeError if isinstance(bad, str) else ValueError, match="temperature"):
         A.softmax(torch.zeros(3), temperature=bad)
 
 
@@ -173,8 +175,8 @@ def test_weights_rows_sum_to_one_and_match_softmax_of_scores():
 def test_fast_path_equals_readable_path(masked):
     q, k, v = qkv(14, B=2, H=3, Tq=260, Tk=270)
     mask = torch.rand(2, 1, 260, 270, generator=torch.Generator().manual_seed(1)) > 0.5 if masked else None
-    fast = A.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=masked)
-    assert A._use_fast_path(q, k, v, return_weights=False)
+    fast = A.fast_attention(q, k, v, mask=mask, is_causal=masked)
+    assert A._use_fast_path(q, k)
     readable, _ = A.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=masked, return_weights=True)
     torch.testing.assert_close(fast, readable, atol=1e-6, rtol=1e-6)
 
@@ -183,7 +185,7 @@ def test_fast_path_with_several_row_tiles_equals_readable_path():
     q, k, v = qkv(21, B=1, H=2, Tq=600, Tk=2100)  # 2^20 // 2100 = 499 rows per tile: two tiles per head
     mask = torch.rand(600, 2100, generator=torch.Generator().manual_seed(2)) > 0.5
     mask[550] = False  # a fully masked row in the second tile
-    fast = A.scaled_dot_product_attention(q, k, v, mask=mask)
+    fast = A.fast_attention(q, k, v, mask=mask)
     readable, _ = A.scaled_dot_product_attention(q, k, v, mask=mask, return_weights=True)
     torch.testing.assert_close(fast, readable, atol=1e-6, rtol=1e-6)
     assert fast[..., 550, :].abs().max() == 0
@@ -194,7 +196,7 @@ def test_fast_path_with_several_row_tiles_equals_readable_path():
 def test_causal_fast_path_skips_keys_and_equals_readable_path(Tq, Tk, with_mask):
     q, k, v = qkv(22, B=1, H=2, Tq=Tq, Tk=Tk, d=4)
     mask = torch.rand(2, 1, 1, Tk, generator=torch.Generator().manual_seed(3)) > 0.3 if with_mask else None
-    fast = A.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True)
+    fast = A.fast_attention(q, k, v, mask=mask, is_causal=True)
     readable, _ = A.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True, return_weights=True)
     torch.testing.assert_close(fast, readable, atol=1e-6, rtol=1e-6)
 
@@ -206,7 +208,7 @@ def test_decode_step_path_equals_readable_path(H, Hkv, k_batch, is_causal):
     g = torch.Generator().manual_seed(H * Hkv)
     q = torch.randn(2, H, 1, 8, generator=g)
     k, v = torch.randn(k_batch, Hkv, 11, 8, generator=g), torch.randn(k_batch, Hkv, 11, 5, generator=g)
-    step = A.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    step = A.fast_attention(q, k, v, is_causal=is_causal)
     readable, _ = A.scaled_dot_product_attention(q, k, v, is_causal=is_causal, return_weights=True)
     torch.testing.assert_close(step, readable, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(step, F.scaled_dot_product_attention(q, k.expand(2, -1, -1, -1), v.expand(
@@ -249,6 +251,24 @@ def test_bad_masks_raise():
         A.scaled_dot_product_attention(q.long(), k, v)
 
 
+@pytest.mark.parametrize("H,Hkv,Tq,Tk", [(4, 4, 7, 7), (8, 2, 300, 300), (6, 3, 1, 40), (4, 1, 260, 300)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_fast_attention_matches_torch(H, Hkv, Tq, Tk, masked):
+    """Every path of fast_attention (readable, decoding step, slices) against torch, with and without a mask."""
+    q, k, v = qkv(23, H=H, Hkv=Hkv, Tq=Tq, Tk=Tk)
+    mask = torch.rand(2, 1, Tq, Tk, generator=torch.Generator().manual_seed(4)) > 0.3 if masked else None
+    both = causal_lower_right(Tq, Tk)._materialize() & (True if mask is None else mask)
+    k_all, v_all = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)  # torch's GQA
+    expected = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=both)  # rejects this mask shape
+    torch.testing.assert_close(A.fast_attention(q, k, v, mask=mask, is_causal=True), expected, **TOL)
+
+
+def test_fast_attention_with_gradients_is_the_readable_path():
+    q, k, v = (t.requires_grad_() for t in qkv(24, Tq=260, Tk=260, d=4))
+    A.fast_attention(q, k, v, is_causal=True).sum().backward()
+    assert q.grad is not None and k.grad is not None and v.grad is not None
+
+
 # ---- masks --------------------------------------------------------------------------------------
 
 def brute_mask(q_len, k_len, keep):
@@ -260,8 +280,8 @@ def brute_mask(q_len, k_len, keep):
 @pytest.mark.parametrize("w", [1, 2, 3, 20])
 def test_sliding_window_and_strided_masks_match_brute_force(q_len, k_len, w):
     window = brute_mask(q_len, k_len, lambda i, j: 0 <= i - j < w)
-    assert torch.equal(A.sliding_window_mask(q_len, k_len, w), window)
-    assert torch.equal(A.strided_mask(q_len, k_len, w),
+    assert torch.equal(EA.sliding_window_mask(q_len, k_len, w), window)
+    assert torch.equal(EA.strided_mask(q_len, k_len, w),
                        brute_mask(q_len, k_len, lambda i, j: i >= j and ((i - j) < w or (i - j) % w == 0)))
     assert torch.equal(A.causal_mask(q_len, k_len), brute_mask(q_len, k_len, lambda i, j: j <= i))
 
@@ -270,15 +290,16 @@ def test_sliding_window_matches_hugging_face_style_band():
     """Mistral's sliding window: key j visible from query i iff i - window < j <= i."""
     T, w = 10, 4
     i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-    assert torch.equal(A.sliding_window_mask(T, T, w), (j <= i) & (j > i - w))
+    assert torch.equal(EA.sliding_window_mask(T, T, w), (j <= i) & (j > i - w))
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: A.causal_mask(-1, 3), "q_len"), (lambda: A.causal_mask(2, 2.0), "k_len"),
-    (lambda: A.sliding_window_mask(3, 3, 0), "window"), (lambda: A.strided_mask(3, 3, True), "stride"),
+@pytest.mark.parametrize("call,match,error", [
+    (lambda: A.causal_mask(-1, 3), "q_len", ValueError), (lambda: A.causal_mask(2, 2.0), "k_len", TypeError),
+    (lambda: EA.sliding_window_mask(3, 3, 0), "window", ValueError),
+    (lambda: EA.strided_mask(3, 3, True), "stride", TypeError),
 ])
-def test_mask_bad_arguments(call, match):
-    with pytest.raises(ValueError, match=match):
+def test_mask_bad_arguments(call, match, error):
+    with pytest.raises(error, match=match):
         call()
 
 
@@ -375,27 +396,27 @@ def test_linear_attention_equals_quadratic_form(causal, fmap):
     q, k, v = qkv(16, Tq=150, Tk=150, dtype=torch.float64)  # > 2 chunks of 64
     phi = {"elu": lambda x: F.elu(x) + 1, "relu": F.relu}[fmap]
     expected = brute_linear(q, k, v, phi, causal)
-    ours = A.linear_attention(q, k, v, fmap, is_causal=causal)
+    ours = EA.linear_attention(q, k, v, fmap, is_causal=causal)
     torch.testing.assert_close(ours, expected, atol=1e-10, rtol=1e-10)
 
 
 def test_linear_attention_is_not_softmax_attention():
     q, k, v = qkv(17, Tq=20, Tk=20)
-    diff = (A.linear_attention(q, k, v) - A.scaled_dot_product_attention(q, k, v)).abs().max()
+    diff = (EA.linear_attention(q, k, v) - A.scaled_dot_product_attention(q, k, v)).abs().max()
     assert diff > 0.05
 
 
 def test_causal_linear_attention_chunk_size_does_not_matter():
     q, k, v = qkv(20, Tq=100, Tk=100, dtype=torch.float64)
-    ref = A.linear_attention(q, k, v, is_causal=True, chunk=100)  # one chunk: the plain masked quadratic sum
+    ref = EA.linear_attention(q, k, v, is_causal=True, chunk=100)  # one chunk: the plain masked quadratic sum
     for chunk in (1, 7, 64):
-        torch.testing.assert_close(A.linear_attention(q, k, v, is_causal=True, chunk=chunk), ref)
+        torch.testing.assert_close(EA.linear_attention(q, k, v, is_causal=True, chunk=chunk), ref)
 
 
 def test_linear_attention_bad_feature_map():
     q, k, v = qkv(0)
     with pytest.raises(ValueError, match="feature_map"):
-        A.linear_attention(q, k, v, feature_map="softmax")
+        EA.linear_attention(q, k, v, feature_map="softmax")
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -404,7 +425,7 @@ def test_linear_attention_bad_feature_map():
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_equals_dense(seed, Tq, Tk, block, causal):
     q, k, v = qkv(seed, Tq=Tq, Tk=Tk, dv=6)
-    flash = A.flash_attention(q, k, v, block_size=block, is_causal=causal)
+    flash = EA.flash_attention(q, k, v, block_size=block, is_causal=causal)
     dense = A.scaled_dot_product_attention(q, k, v, is_causal=causal)
     torch.testing.assert_close(flash, dense, atol=1e-5, rtol=1e-5)
 
@@ -413,27 +434,27 @@ def test_flash_attention_equals_dense(seed, Tq, Tk, block, causal):
                                                 (37, 50, 8, 13), (50, 37, 8, 20), (64, 64, 64, 200)])
 def test_flash_sliding_window_equals_masked_dense(Tq, Tk, block, window):
     q, k, v = qkv(19, Tq=Tq, Tk=Tk)
-    dense = A.scaled_dot_product_attention(q, k, v, mask=A.sliding_window_mask(Tq, Tk, window))
-    torch.testing.assert_close(A.flash_attention(q, k, v, block, window=window), dense, **TOL)
+    dense = A.scaled_dot_product_attention(q, k, v, mask=EA.sliding_window_mask(Tq, Tk, window))
+    torch.testing.assert_close(EA.flash_attention(q, k, v, block, window=window), dense, **TOL)
 
 
 def test_flash_attention_gqa_and_torch():
     q, k, v = qkv(18, H=6, Hkv=2, Tq=50, Tk=50)
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    torch.testing.assert_close(A.flash_attention(q, k, v, block_size=16, is_causal=True), expected, **TOL)
+    torch.testing.assert_close(EA.flash_attention(q, k, v, block_size=16, is_causal=True), expected, **TOL)
 
 
 def test_flash_attention_bad_block_size():
     with pytest.raises(ValueError, match="block_size"):
-        A.flash_attention(*qkv(0), block_size=0)
+        EA.flash_attention(*qkv(0), block_size=0)
 
 
 def test_flash_peak_memory_is_linear_and_dense_quadratic():
     peaks = {}
     for T in (128, 256, 512):
         q = torch.randn(1, 2, T, 16)
-        _, dense = A.peak_memory(A.scaled_dot_product_attention, q, q, q, return_weights=True)
-        _, flash = A.peak_memory(A.flash_attention, q, q, q, block_size=32)
+        _, dense = EA.peak_memory(A.scaled_dot_product_attention, q, q, q, return_weights=True)
+        _, flash = EA.peak_memory(EA.flash_attention, q, q, q, block_size=32)
         peaks[T] = dense, flash
     assert peaks[512][0] / peaks[256][0] > 3.5  # quadratic: x4 per doubling
     assert peaks[512][1] / peaks[256][1] < 2.2  # linear: x2 per doubling
@@ -442,5 +463,5 @@ def test_flash_peak_memory_is_linear_and_dense_quadratic():
 
 def test_peak_memory_counts_a_known_allocation():
     x = torch.zeros(10)
-    _, peak = A.peak_memory(lambda t: (t + 1) * 2, x)  # t + 1 (40 B) is alive while * 2 makes another 40 B
+    _, peak = EA.peak_memory(lambda t: (t + 1) * 2, x)  # t + 1 (40 B) is alive while * 2 makes another 40 B
     assert peak == 80

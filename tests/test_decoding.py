@@ -1,5 +1,5 @@
-"""lmbook.decoding: each logits filter against transformers' LogitsProcessor of the same name, each
-sampler's distribution against a brute-force computation, and greedy, sampled and beam-search
+"""lmbook.decoding and lmbook.beam_search: each logits filter against transformers' LogitsProcessor of the same
+name, each sampler's distribution against a brute-force computation, and greedy, sampled and beam-search
 generation against transformers' generate on a random Llama with the same weights."""
 
 import itertools
@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 from lmbook import decoding as D
+from lmbook.beam_search import beam_search
 from test_model import ListCache, gpt2_pair, llama_pair
 
 generation = pytest.importorskip("transformers.generation")
@@ -136,7 +137,7 @@ def test_greedy_and_beam_generation_match_transformers_on_gpt2():
     for num_beams, length_penalty in [(3, 1.0), (4, 0.5)]:
         expected = hf_generate(hf, prompt, max_new_tokens=12, num_beams=num_beams, do_sample=False,
                                length_penalty=length_penalty, early_stopping=False, eos_token_id=None)
-        assert torch.equal(D.beam_search(ours, prompt, 12, num_beams=num_beams, length_penalty=length_penalty)[0],
+        assert torch.equal(beam_search(ours, prompt, 12, num_beams=num_beams, length_penalty=length_penalty)[0],
                            expected)
 
 
@@ -163,7 +164,7 @@ def test_beam_search_matches_transformers(num_beams, length_penalty, eos):
         prompt = torch.tensor(prompt)
         expected = hf_generate(hf, prompt, max_new_tokens=12, num_beams=num_beams, do_sample=False,
                                length_penalty=length_penalty, early_stopping=False, eos_token_id=eos)
-        got, score = D.beam_search(ours, prompt, 12, num_beams=num_beams, length_penalty=length_penalty,
+        got, score = beam_search(ours, prompt, 12, num_beams=num_beams, length_penalty=length_penalty,
                                    eos_id=eos)
         assert torch.equal(got, expected), (prompt, got, expected)
         n = got.shape[1] - prompt.shape[1]
@@ -173,14 +174,14 @@ def test_beam_search_matches_transformers(num_beams, length_penalty, eos):
 def test_beam_search_with_one_beam_is_greedy(llama):
     _, ours = llama
     prompt = torch.tensor([[4, 8, 15]])
-    assert torch.equal(D.beam_search(ours, prompt, 9, num_beams=1)[0], D.generate(ours, prompt, 9))
+    assert torch.equal(beam_search(ours, prompt, 9, num_beams=1)[0], D.generate(ours, prompt, 9))
 
 
 def test_wider_beams_never_find_a_less_likely_sequence(llama):
     """Without EOS all candidates have the same length; a wider beam's best is at least as probable."""
     _, ours = llama
     prompt = torch.tensor([[1, 2, 3]])
-    scores = [D.beam_search(ours, prompt, 6, num_beams=b)[1] for b in (1, 2, 4, 8)]
+    scores = [beam_search(ours, prompt, 6, num_beams=b)[1] for b in (1, 2, 4, 8)]
     assert all(a <= b + 1e-12 for a, b in itertools.pairwise(scores))
 
 
@@ -223,16 +224,16 @@ def test_bad_settings_are_rejected(llama):
         D.min_p_filter(z, -0.1)
     with pytest.raises(ValueError, match="repetition_penalty"):
         D.apply_repetition_penalty(z, torch.zeros(4, 1, dtype=torch.long), 0.0)
-    with pytest.raises(TypeError, match=r"shape \(B, V\)"):
+    with pytest.raises(ValueError, match=r"shape \(B, V\)"):
         D.greedy(torch.zeros(5))
     with pytest.raises(ValueError, match="max id 59"):
         D.generate(ours, [1, 60], 3)
     with pytest.raises(ValueError, match="prompt_ids must be"):
         D.generate(ours, [], 3)
     with pytest.raises(ValueError, match="num_beams"):
-        D.beam_search(ours, [1, 2], 3, num_beams=0)
+        beam_search(ours, [1, 2], 3, num_beams=0)
     with pytest.raises(ValueError, match="one prompt"):
-        D.beam_search(ours, [[1, 2], [3, 4]], 3)
+        beam_search(ours, [[1, 2], [3, 4]], 3)
     with pytest.raises(ValueError, match="n must be"):
         D.distinct_n([[1, 2]], 0)
     with pytest.raises(ValueError, match="no 3-gram"):
@@ -247,7 +248,7 @@ def test_compare_strategies_rows(llama):
     assert [r["name"] for r in rows] == ["greedy", "beam", "hot"]
     greedy, beam, hot = rows
     assert greedy["continuations"] == [D.generate(ours, prompt, 6)[0, 3:].tolist()]
-    assert beam["continuations"] == [D.beam_search(ours, prompt, 6, num_beams=3)[0][0, 3:].tolist()]
+    assert beam["continuations"] == [beam_search(ours, prompt, 6, num_beams=3)[0][0, 3:].tolist()]
     assert len(hot["continuations"]) == 5 and hot["distinct_1"] == D.distinct_n(hot["continuations"], 1)
     assert greedy["distinct_1"] == D.distinct_n(greedy["continuations"] * 5, 1)  # the same text, five times
     again = D.compare_strategies(ours, prompt, {"hot": strategies["hot"]}, max_new_tokens=6, n_samples=5, seed=1)
@@ -266,3 +267,28 @@ def test_generate_with_a_cache_gives_the_same_tokens(llama):
     g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
     sampled = D.generate(ours, prompt, 8, do_sample=True, top_p=0.9, generator=g1, cache=ListCache())
     assert torch.equal(sampled, D.generate(ours, prompt, 8, do_sample=True, top_p=0.9, generator=g2))
+
+
+def test_out_of_range_and_meaningless_settings_are_rejected(llama):
+    """An end token outside the vocabulary, a NaN length penalty and +inf logits used to pass silently."""
+    _, ours = llama
+    with pytest.raises(ValueError, match="eos_id"):
+        D.generate(ours, [1, 2], 3, eos_id=99)  # the vocabulary has 60 tokens
+    with pytest.raises(ValueError, match="length_penalty"):
+        beam_search(ours, [1, 2], 3, length_penalty=float("nan"))
+    with pytest.raises(ValueError, match="logits"):
+        D.greedy(torch.tensor([[0.0, float("inf")]]))
+    with pytest.raises(TypeError, match="prompt_ids"):
+        D.generate(ours, "1 2 3", 3)
+    with pytest.raises(TypeError, match="sequences"):
+        D.distinct_n([1, 2, 3], 1)  # one sequence must still be wrapped in a list
+
+
+def test_next_token_is_the_chain_generate_uses():
+    z, ids = random_logits(5), torch.randint(0, 50, (4, 6), generator=torch.Generator().manual_seed(5))
+    expected = D.apply_temperature(D.apply_repetition_penalty(z, ids, 1.3), 0.7)
+    expected = D.min_p_filter(D.top_p_filter(D.top_k_filter(expected, 10), 0.9), 0.05)
+    got = D.next_token(z, ids, do_sample=True, temperature=0.7, top_k=10, top_p=0.9, min_p=0.05,
+                       repetition_penalty=1.3, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(got, D.sample(expected, torch.Generator().manual_seed(1)))
+    assert torch.equal(D.next_token(z, ids), D.greedy(z))

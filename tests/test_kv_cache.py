@@ -214,7 +214,7 @@ def _masked_reference(model, ids, window, n_sinks, monkeypatch):
         i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
         return A.scaled_dot_product_attention(q, k, v, mask=(j <= i) & ((i - j < window) | (j < n_sinks)))
 
-    monkeypatch.setattr(M, "scaled_dot_product_attention", masked)
+    monkeypatch.setattr(M, "fast_attention", masked)
     with torch.no_grad():
         logits = model(ids[None])[0]
     monkeypatch.undo()
@@ -288,8 +288,8 @@ def test_int8_cache_equals_attention_on_rounded_keys_and_values(monkeypatch):
         k, v = qk.to(k.dtype) * sk.to(k.dtype), qv.to(v.dtype) * sv.to(v.dtype)
         return original(q, k, v, mask=mask, is_causal=is_causal)
 
-    original = M.scaled_dot_product_attention
-    monkeypatch.setattr(M, "scaled_dot_product_attention", rounded)
+    original = M.fast_attention
+    monkeypatch.setattr(M, "fast_attention", rounded)
     with torch.no_grad():
         expected = model(ids)
     torch.testing.assert_close(steps, expected[:, 12:], atol=1e-10, rtol=0)

@@ -25,7 +25,7 @@ def _imports(cells: list[str]) -> str:
     statements = []
     for source in cells:
         for node in ast.parse(source).body:
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and "lmbook" in ast.unparse(node) and node.col_offset == 0:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and "lmbook" in ast.unparse(node):
                 statements.append(ast.unparse(node))
     return "\n".join(statements)
 

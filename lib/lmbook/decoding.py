@@ -1,34 +1,25 @@
-"""Decoding: turning a language model's next-token logits into text.
-
-Each strategy is a small function over a batch of logits (B, V):
-
-- :func:`greedy`: the most probable token, argmax_v z_v;
-- :func:`apply_temperature`: z / tau (tau < 1 sharpens, tau > 1 flattens);
-- :func:`top_k_filter`: keep the k largest logits;
-- :func:`top_p_filter` (nucleus): keep the smallest set of most probable tokens whose mass reaches p;
-- :func:`min_p_filter`: keep tokens with probability >= p_min * max probability;
-- :func:`apply_repetition_penalty`: make tokens already in the text less likely;
-- :func:`sample`: draw one token from softmax(z).
-
-Filters set removed logits to -inf, so softmax gives them probability 0. :func:`generate` chains them
-in the order transformers uses (penalty, temperature, top-k, top-p, min-p), then samples or takes the
-argmax. :func:`beam_search` keeps the ``num_beams`` best partial sequences and ranks finished ones by
-log-probability / length^alpha. :func:`distinct_n` and :func:`sequence_logprob` measure what comes out.
-Chapter 9.
-
-Left out on purpose: typical sampling, contrastive search, speculative decoding, batched beam search,
-and a KV cache (chapter 11 plugs one into ``generate`` through ``cache=``).
+"""Decoding, chapter 9: turning a language model's next-token logits into text, one token at a time.
+Each strategy is a small function over a batch of logits (B, V): greedy (argmax), temperature (z / tau),
+top-k, top-p (nucleus), min-p, a repetition penalty, and sample (one draw from softmax(z)). Filters set
+removed logits to -inf (probability 0). ``next_token`` chains them in transformers' order, ``generate``
+calls it once per new token, and ``distinct_n``, ``sequence_logprob`` and ``compare_strategies`` measure
+what comes out. Left out on purpose: beam search (``lmbook.beam_search``), typical sampling, contrastive
+search, speculative decoding, and a KV cache (chapter 11 plugs one into ``generate`` through ``cache=``).
 """
 
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 import torch
+from torch import nn
+
+from . import validate
 
 __all__ = [
     "greedy", "apply_temperature", "top_k_filter", "top_p_filter", "min_p_filter", "apply_repetition_penalty",
-    "sample", "generate", "beam_search", "distinct_n", "sequence_logprob", "compare_strategies", "STRATEGIES",
+    "sample", "next_token", "generate", "distinct_n", "sequence_logprob", "compare_strategies", "STRATEGIES",
 ]
 
 # The strategies chapter 9 compares, as keyword arguments of generate (or of beam_search with num_beams).
@@ -45,43 +36,21 @@ STRATEGIES = {
 }
 
 
-def _check_logits(logits) -> None:
-    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() != 2:
-        got = f"{type(logits).__name__} {tuple(getattr(logits, 'shape', ()))}"
-        raise TypeError(f"logits must be a floating-point tensor of shape (B, V), got {got}")
-
-
-def _check_settings(temperature=1.0, top_k=None, top_p=None, min_p=None, repetition_penalty=1.0) -> None:
-    """Raise a ValueError naming the first decoding setting that is out of range."""
-    rules = [("temperature", temperature, lambda v: v > 0, "a number > 0 (tau -> 0 is greedy)"),
-             ("top_k", top_k, lambda v: isinstance(v, int) and v >= 1, "an int >= 1"),
-             ("top_p", top_p, lambda v: 0 < v <= 1, "in (0, 1]"),
-             ("min_p", min_p, lambda v: 0 <= v <= 1, "in [0, 1]"),
-             ("repetition_penalty", repetition_penalty, lambda v: v > 0, "a number > 0 (1 = no penalty)")]
-    for name, value, ok, expected in rules:
-        if value is None and name in ("top_k", "top_p", "min_p"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
-            raise ValueError(f"{name} must be {expected}, got {value!r}")
-
-
 def greedy(logits: torch.Tensor) -> torch.Tensor:
-    """The most probable next token of each row: argmax_v z_v. (B, V) -> (B,)."""
+    """The most probable next token of each row: argmax_v z_v. logits (B, V) -> (B,) ids. Chapter 9."""
     _check_logits(logits)
     return logits.argmax(dim=-1)
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """z / tau. softmax(z / tau) is sharper for tau < 1 (tau -> 0: greedy) and flatter for tau > 1."""
-    _check_logits(logits)
-    _check_settings(temperature=temperature)
+    """z / tau, logits (B, V). softmax(z / tau) is sharper for tau < 1 (tau -> 0: greedy), flatter for tau > 1. Ch. 9"""
+    _check_logits(logits, temperature=("temperature", temperature))
     return logits / temperature
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the k largest logits of each row (and any tied with the k-th); set the rest to -inf."""
-    _check_logits(logits)
-    _check_settings(top_k=k)
+    """Keep the k largest logits of each row of (B, V) (and any tied with the k-th); the rest -> -inf. Chapter 9."""
+    _check_logits(logits, top_k=("k", k))
     kth_largest = logits.topk(min(k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
     return logits.masked_fill(logits < kth_largest, float("-inf"))
 
@@ -92,9 +61,9 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     Equivalently, drop the least probable tokens as long as the mass dropped stays <= 1 - p: sort the
     probabilities in increasing order and remove token r if the cumulative mass up to it is <= 1 - p.
     The most probable token is always kept; p = 1 keeps every token of non-zero probability.
+    logits (B, V) -> (B, V). Chapter 9.
     """
-    _check_logits(logits)
-    _check_settings(top_p=p)
+    _check_logits(logits, top_p=("p", p))
     probs, order = logits.softmax(dim=-1).sort(dim=-1)  # (B, V) each, increasing
     remove_sorted = probs.cumsum(dim=-1) <= 1 - p  # the tail whose total mass is at most 1 - p
     remove_sorted[:, -1] = False  # never remove the most probable token
@@ -103,9 +72,8 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def min_p_filter(logits: torch.Tensor, p_min: float) -> torch.Tensor:
-    """Keep tokens whose probability is at least p_min times the top token's probability."""
-    _check_logits(logits)
-    _check_settings(min_p=p_min)
+    """Keep the tokens v with p_v >= p_min * max_u p_u, p = softmax(z); logits (B, V) -> (B, V). Chapter 9."""
+    _check_logits(logits, min_p=("p_min", p_min))
     probs = logits.softmax(dim=-1)  # (B, V)
     threshold = p_min * probs.amax(dim=-1, keepdim=True)  # (B, 1)
     return logits.masked_fill(probs < threshold, float("-inf"))  # the top token always survives
@@ -114,29 +82,35 @@ def min_p_filter(logits: torch.Tensor, p_min: float) -> torch.Tensor:
 def apply_repetition_penalty(logits: torch.Tensor, previous_ids: torch.Tensor, penalty: float) -> torch.Tensor:
     """CTRL's penalty (Keskar et al. 2019): for every token already in ``previous_ids`` (B, T), a positive
     logit is divided by ``penalty`` and a negative one multiplied by it, so the token becomes less likely
-    for penalty > 1. Each token is penalised once, however often it occurred."""
-    _check_logits(logits)
-    _check_settings(repetition_penalty=penalty)
-    if previous_ids.dim() != 2 or previous_ids.shape[0] != logits.shape[0]:
-        raise ValueError(f"previous_ids must have shape (B={logits.shape[0]}, T), got {tuple(previous_ids.shape)}")
+    for penalty > 1. Each token is penalised once, however often it occurred. logits (B, V). Chapter 9."""
+    _check_logits(logits, previous_ids, repetition_penalty=("penalty", penalty))
     seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, previous_ids, True)  # (B, V)
     penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
     return torch.where(seen, penalised, logits)
 
 
 def sample(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """One draw per row from softmax(z): (B, V) -> (B,). Rows filtered to -inf get probability 0."""
-    _check_logits(logits)
+    """One draw per row from softmax(z): (B, V) -> (B,). Logits of -inf get probability 0. Chapter 9."""
+    _check_logits(logits, generator=generator)
     return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
 
 
-def _as_batch(model, prompt_ids) -> torch.Tensor:
-    ids = torch.as_tensor(prompt_ids)
-    if ids.is_floating_point() or ids.dim() not in (1, 2) or ids.shape[-1] == 0:
-        raise ValueError(f"prompt_ids must be a non-empty list or tensor of ints, (T,) or (B, T), "
-                         f"got {ids.dtype} {tuple(ids.shape)}")
-    ids = ids.long().view(-1, ids.shape[-1])  # (B, T)
-    return ids.to(next(model.parameters()).device)
+def next_token(logits, previous_ids, *, do_sample=False, temperature=1.0, top_k=None, top_p=None, min_p=None,
+               repetition_penalty=1.0, generator=None) -> torch.Tensor:
+    """The next token of each row, from its logits (B, V) and the text so far, previous_ids (B, T): (B,) ids.
+
+    The repetition penalty, then the argmax (greedy), or, when do_sample, temperature, top-k, top-p, min-p
+    and one draw: transformers' order. A setting left at None (or 1.0) is skipped. Chapter 9.
+    """
+    _check_next_token(logits, previous_ids, do_sample, temperature, top_k, top_p, min_p, repetition_penalty, generator)
+    z = apply_repetition_penalty(logits, previous_ids, repetition_penalty) if repetition_penalty != 1.0 else logits
+    if not do_sample:
+        return greedy(z)
+    z = apply_temperature(z, temperature)
+    z = top_k_filter(z, top_k) if top_k is not None else z
+    z = top_p_filter(z, top_p) if top_p is not None else z
+    z = min_p_filter(z, min_p) if min_p is not None else z
+    return sample(z, generator)
 
 
 @torch.no_grad()
@@ -146,151 +120,230 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
              use_cache: bool = False):
     """Extend ``prompt_ids`` ((T,) or (B, T) ints) by up to ``max_new_tokens`` tokens; returns (B, T + new).
 
-    Each step: logits of the last position -> repetition penalty -> (if sampling) temperature, top-k,
-    top-p, min-p -> sample, or argmax when ``do_sample`` is False (greedy). A row that produced ``eos_id``
-    is padded with ``eos_id`` afterwards; generation stops when every row has. ``model(ids, cache=None,
-    last_only=True)`` must return the last position's logits (B, 1, V), as ``lmbook.model.Transformer`` does.
-    With ``cache`` (chapter 11), only the new token is fed after the first step;
-    ``use_cache=True`` makes one, a ``lmbook.kv_cache.KVCache`` sized for the prompt and the new tokens.
+    Each step: ``model(ids, cache, last_only=True)`` gives the next token's logits (B, 1, V), as
+    ``lmbook.model.Transformer`` does, and ``next_token`` picks the token. A row that produced ``eos_id`` is
+    padded with it; generation stops when every row has. With ``cache`` (chapter 11; ``use_cache=True``
+    makes one) only the new tokens are fed after the first step. Chapter 9.
     """
-    ids = _as_batch(model, prompt_ids)
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-    _check_settings(temperature, top_k, top_p, min_p, repetition_penalty)  # even those unused when greedy
-    if use_cache and cache is None:
-        from .kv_cache import KVCache  # chapter 11
-
-        cache = KVCache.for_model(model, max_len=ids.shape[1] + max_new_tokens, batch=ids.shape[0])
-    done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+    ids = _check_generate(model, prompt_ids, max_new_tokens, do_sample, temperature, top_k, top_p, min_p,
+                          repetition_penalty, eos_id, generator, cache, use_cache)  # (B, T) on the model's device
+    cache = _new_cache(model, ids, max_new_tokens) if use_cache and cache is None else cache
+    done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)  # rows that produced eos_id
     fed = 0  # with a cache: how many tokens the model has already seen
     for _ in range(max_new_tokens):
-        logits = model(ids[:, fed:], cache=cache, last_only=True)  # (B, 1, V): the next token's logits
+        logits = model(ids[:, fed:], cache=cache, last_only=True)[:, -1, :].float()  # (B, V)
         fed = ids.shape[1] if cache is not None else 0  # with a cache, feed only the new tokens next time
-        z = logits[:, -1, :].float()  # (B, V)
-        if repetition_penalty != 1.0:
-            z = apply_repetition_penalty(z, ids, repetition_penalty)
-        if do_sample:
-            z = apply_temperature(z, temperature)
-            z = top_k_filter(z, top_k) if top_k is not None else z
-            z = top_p_filter(z, top_p) if top_p is not None else z
-            z = min_p_filter(z, min_p) if min_p is not None else z
-            next_ids = sample(z, generator)
-        else:
-            next_ids = greedy(z)
+        next_ids = next_token(logits, ids, do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
+                              min_p=min_p, repetition_penalty=repetition_penalty, generator=generator)
         if eos_id is not None:
-            next_ids = torch.where(done, torch.full_like(next_ids, eos_id), next_ids)
+            next_ids = torch.where(done, torch.full_like(next_ids, eos_id), next_ids)  # finished rows: padding
             done |= next_ids == eos_id
         ids = torch.cat([ids, next_ids[:, None]], dim=1)  # (B, T + 1)
-        if eos_id is not None and done.all():
+        if done.all():
             break
     return ids
 
 
-@torch.no_grad()
-def beam_search(model, prompt_ids, max_new_tokens: int, num_beams: int = 4, length_penalty: float = 1.0,
-                eos_id: int | None = None):
-    """Beam search for one prompt; returns the best sequence (1, T + n) and its score.
+def _new_cache(model, ids, max_new_tokens):
+    from .kv_cache import KVCache  # chapter 11
 
-    Keep the ``num_beams`` partial continuations with the highest total log-probability. A continuation
-    that ends in ``eos_id`` (or reaches ``max_new_tokens``) is finished and scored
-    sum log p / n^alpha, n = number of generated tokens, alpha = ``length_penalty`` (alpha = 0: raw
-    log-probability, which favours short outputs; alpha = 1: mean log-probability per token).
-    Stops when no running beam can beat the worst of ``num_beams`` finished ones. The candidate and
-    stopping rules follow transformers' ``generate(num_beams=..., early_stopping=False)``.
-    """
-    ids = _as_batch(model, prompt_ids)
-    if ids.shape[0] != 1:
-        raise ValueError(f"beam_search takes one prompt, got a batch of {ids.shape[0]}")
-    if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
-        raise ValueError(f"num_beams must be an int >= 1, got {num_beams!r}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
-    beams, scores = ids, torch.zeros(1, device=ids.device)  # (n_running, T), (n_running,) total log-probs
-    finished: list[tuple[float, torch.Tensor]] = []  # (normalised score, sequence)
-    for step in range(1, max_new_tokens + 1):
-        logprobs = model(beams, last_only=True)[:, -1, :].float().log_softmax(dim=-1)  # (n_running, V)
-        totals = (scores[:, None] + logprobs).flatten()  # (n_running * V,)
-        top_scores, top_index = totals.topk(min(2 * num_beams, totals.numel()))  # spares in case some end
-        V = logprobs.shape[-1]
-        next_beams, next_scores = [], []
-        for rank, (score, index) in enumerate(zip(top_scores.tolist(), top_index.tolist(), strict=True)):
-            seq = torch.cat([beams[index // V], beams.new_tensor([index % V])])
-            if (index % V == eos_id or step == max_new_tokens) and rank < num_beams:
-                finished.append((score / step**length_penalty, seq))  # step = generated length
-            elif index % V != eos_id and len(next_beams) < num_beams:
-                next_beams.append(seq)
-                next_scores.append(score)
-        finished = sorted(finished, key=lambda f: -f[0])[:num_beams]
-        if step == max_new_tokens or not next_beams:
-            break
-        beams, scores = torch.stack(next_beams), torch.tensor(next_scores, device=ids.device)
-        best_running = scores.max().item() / step**length_penalty  # the best a running beam could score
-        if len(finished) == num_beams and best_running <= finished[-1][0]:
-            break
-    best_score, best = finished[0]
-    return best[None], best_score
+    return KVCache.for_model(model, max_len=ids.shape[1] + max_new_tokens, batch=ids.shape[0])
 
 
 def distinct_n(sequences, n: int) -> float:
     """Diversity: (number of distinct n-grams) / (number of n-grams) over all ``sequences`` (lists of ids).
 
-    1.0 means no n-gram repeats; repetitive text scores near 0 (Li et al. 2016).
+    1.0 means no n-gram repeats; repetitive text scores near 0 (Li et al. 2016). Chapter 9.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    _check_distinct_n(sequences, n)
     grams = [tuple(seq[i:i + n]) for seq in sequences for i in range(len(seq) - n + 1)]
-    if not grams:
-        raise ValueError(f"the sequences hold no {n}-gram: each needs at least {n} tokens")
     return len(set(grams)) / len(grams)
 
 
 @torch.no_grad()
 def sequence_logprob(model, ids, prompt_len: int) -> torch.Tensor:
     """Total log-probability (nats) the model gives the tokens after the prompt:
-    sum_{t >= prompt_len} log p(x_t | x_<t). ids (B, T) -> (B,). Divide by T - prompt_len for a mean."""
-    ids = _as_batch(model, ids)
-    if isinstance(prompt_len, bool) or not isinstance(prompt_len, int) or not 1 <= prompt_len < ids.shape[1]:
-        raise ValueError(f"prompt_len must be an int in [1, {ids.shape[1] - 1}], got {prompt_len!r}")
+    sum_{t >= prompt_len} log p(x_t | x_<t). ids (B, T) -> (B,). Divide by T - prompt_len for a mean. Ch. 9"""
+    ids = _check_sequence_logprob(model, ids, prompt_len)  # (B, T) on the model's device
     logprobs = model(ids)[:, :-1].double().log_softmax(dim=-1)  # (B, T-1, V): position t predicts t+1
     picked = logprobs.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
     return picked[:, prompt_len - 1:].sum(dim=-1)
 
 
-
 def compare_strategies(model, prompt_ids, strategies: dict[str, dict], max_new_tokens: int, n_samples: int = 4,
                        eos_id: int | None = None, seed: int = 0) -> list[dict]:
-    """Decode the same prompt with each named strategy and measure what comes out.
+    """Decode the same prompt with each named strategy and measure what comes out. Chapter 9.
 
-    ``strategies`` maps a name to keyword arguments of :func:`generate` (``do_sample``, ``temperature``, ...)
-    or, with ``num_beams``, of :func:`beam_search`. Sampling strategies draw ``n_samples`` continuations
-    (all seeded with ``seed``, so they share their random numbers); greedy and beam search give one, which
-    counts ``n_samples`` times, since asking again gives the same text. Each row: name, the continuations
-    (lists of ids, cut after ``eos_id``), distinct-1 and distinct-2 over the ``n_samples`` outputs, and the
-    mean log-probability per token that the *unmodified* model gives them (high = what it finds likely).
+    ``strategies`` maps a name to keyword arguments of :func:`generate`, or, with ``num_beams``, of
+    ``beam_search``. Sampling draws ``n_samples`` continuations (seeded with ``seed``); greedy and beam search
+    give one, which counts ``n_samples`` times. Each row: name, the continuations (lists of ids, cut after
+    ``eos_id``), distinct-1 and distinct-2 over the ``n_samples`` outputs, and the mean log-probability per
+    token that the *unmodified* model gives them (high = what it finds likely).
     """
+    prompt = _check_compare(model, prompt_ids, strategies, max_new_tokens, n_samples, eos_id, seed)  # (1, T)
     rows = []
-    prompt = _as_batch(model, prompt_ids)[:1]  # (1, T)
     for name, settings in strategies.items():
-        settings = dict(settings)
-        if "num_beams" in settings:
-            outputs = beam_search(model, prompt, max_new_tokens, eos_id=eos_id, **settings)[0]
-        else:
-            n = n_samples if settings.get("do_sample") else 1
-            generator = torch.Generator(device=prompt.device).manual_seed(seed)
-            outputs = generate(model, prompt.expand(n, -1), max_new_tokens, eos_id=eos_id, generator=generator,
-                               **settings)
-        continuations, logprob, count = [], 0.0, 0
-        for row in outputs:
-            new = row[prompt.shape[1]:].tolist()
-            if eos_id is not None and eos_id in new:
-                new = new[:new.index(eos_id) + 1]  # keep the end token, drop the padding after it
-            continuations.append(new)
-            full = torch.cat([prompt[0], row.new_tensor(new)])[None]
-            logprob += sequence_logprob(model, full, prompt.shape[1]).item()
-            count += len(new)
+        continuations = _continuations(model, prompt, dict(settings), max_new_tokens, n_samples, eos_id, seed)
+        logprob = sum(sequence_logprob(model, torch.cat([prompt[0], prompt.new_tensor(new)])[None],
+                                       prompt.shape[1]).item() for new in continuations)
         outputs_seen = continuations * (n_samples // len(continuations))  # a deterministic text n_samples times
         rows.append({"name": name, "continuations": continuations,
                      "distinct_1": distinct_n(outputs_seen, 1),
                      "distinct_2": distinct_n(outputs_seen, 2) if max(map(len, continuations)) > 1 else math.nan,
-                     "mean_logprob": logprob / count})
+                     "mean_logprob": logprob / sum(map(len, continuations))})
     return rows
+
+
+def _continuations(model, prompt, settings, max_new_tokens, n_samples, eos_id, seed) -> list[list[int]]:
+    """The new tokens of each output of one strategy, cut after eos_id."""
+    if "num_beams" in settings:
+        from .beam_search import beam_search  # its own module, which uses this one's checks
+
+        outputs = beam_search(model, prompt, max_new_tokens, eos_id=eos_id, **settings)[0]
+    else:
+        n = n_samples if settings.get("do_sample") else 1
+        generator = torch.Generator(device=prompt.device).manual_seed(seed)
+        outputs = generate(model, prompt.expand(n, -1), max_new_tokens, eos_id=eos_id, generator=generator,
+                           **settings)
+    continuations = []
+    for row in outputs:
+        new = row[prompt.shape[1]:].tolist()
+        continuations.append(new[:new.index(eos_id) + 1] if eos_id is not None and eos_id in new else new)
+    return continuations
+
+
+# ----- checks: each raises a TypeError or ValueError naming the argument ----------------------------------
+
+_SETTINGS = {  # setting: (its type, its valid range, what it must be)
+    "temperature": (Real, lambda v: v > 0, "a number > 0 (tau -> 0 is greedy)"),
+    "top_k": (Integral, lambda v: v >= 1, "an int >= 1"),
+    "top_p": (Real, lambda v: 0 < v <= 1, "in (0, 1]"),
+    "min_p": (Real, lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "repetition_penalty": (Real, lambda v: v > 0, "a number > 0 (1 = no penalty)"),
+}
+
+
+def _check_setting(setting: str, name: str, value) -> None:
+    """A decoding setting, passed as the parameter ``name`` (a filter's own name for it, or the setting's)."""
+    kind, ok, expected = _SETTINGS[setting]
+    got = f"got {value!r}" if name == setting else f"got {name}={value!r}"
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(f"{setting} must be {expected}, {got}")
+    if not math.isfinite(value) or not ok(value):
+        raise ValueError(f"{setting} must be {expected}, {got}")
+
+
+_ABSENT = object()  # a filter without previous_ids
+
+
+def _check_logits(logits, previous_ids=_ABSENT, generator=None, **settings) -> None:
+    """logits (B, V), each row with a finite logit; previous_ids (B, T) in [0, V); setting=(parameter, value)."""
+    validate.tensor("logits", logits, finite=False)
+    if logits.dim() != 2 or logits.shape[-1] == 0:
+        raise ValueError(f"logits must have shape (B, V) with V >= 1, got shape {tuple(logits.shape)}")
+    if torch.isnan(logits).any() or torch.isposinf(logits).any():
+        raise ValueError("logits must hold no NaN or +inf (-inf marks a removed token)")
+    if (logits == float("-inf")).all(dim=-1).any():
+        raise ValueError("every row of logits needs a finite logit: all its tokens were removed")
+    if previous_ids is not _ABSENT:
+        validate.token_ids("previous_ids", previous_ids, logits.shape[-1], ndim=2)
+        if previous_ids.shape[0] != logits.shape[0]:
+            raise ValueError(f"previous_ids must have shape (B={logits.shape[0]}, T), got {tuple(previous_ids.shape)}")
+    _check_generator(generator)
+    for setting, (name, value) in settings.items():
+        _check_setting(setting, name, value)
+
+
+def _check_generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {validate.describe(generator)}")
+
+
+def _check_next_token(logits, previous_ids, *settings) -> None:
+    _check_logits(logits, previous_ids)
+    _check_settings(*settings)
+
+
+def _check_settings(do_sample, temperature, top_k, top_p, min_p, repetition_penalty, generator) -> None:
+    """The settings of generate and next_token, all checked, even those greedy decoding does not use."""
+    validate.boolean("do_sample", do_sample)
+    for setting, value in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p), ("min_p", min_p),
+                           ("repetition_penalty", repetition_penalty)):
+        if value is not None or setting in ("temperature", "repetition_penalty"):
+            _check_setting(setting, setting, value)
+    _check_generator(generator)
+
+
+def _check_model(model, eos_id=None) -> int:
+    """A language model: an nn.Module with config.vocab_size (returned); eos_id, if given, one of its ids."""
+    vocab_size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if not isinstance(model, nn.Module) or isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TypeError("model must be a language model (an nn.Module with config.vocab_size, such as "
+                        f"lmbook.model.Transformer), got {validate.describe(model)}")
+    if eos_id is not None:
+        validate.integer("eos_id", eos_id, low=0, high=vocab_size - 1)
+    return vocab_size
+
+
+def _as_batch(model, value, name: str) -> torch.Tensor:
+    """Token ids (T,) or (B, T), as a list or an integer tensor, checked against the model's vocabulary:
+    a (B, T) long tensor on the model's device."""
+    vocab_size = _check_model(model)
+    if not isinstance(value, (list, tuple, torch.Tensor)):
+        raise TypeError(f"{name} must be a list or an integer tensor of token ids, got {validate.describe(value)}")
+    try:
+        ids = value if isinstance(value, torch.Tensor) else torch.tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"{name} must be a list of token ids or of equal-length lists of them, got "
+                         f"{validate.describe(value)}") from None
+    if ids.numel() == 0:
+        raise ValueError(f"{name} must be a non-empty list or tensor of token ids, (T,) or (B, T), got shape "
+                         f"{tuple(ids.shape)}")
+    validate.tensor(name, ids, ndim=(1, 2), kind="int")
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        bad = ids[(ids < 0) | (ids >= vocab_size)].flatten()[0].item()
+        raise ValueError(f"{name} must hold token ids in [0, {vocab_size - 1}] (max id {vocab_size - 1}), found {bad}")
+    return ids.long().view(-1, ids.shape[-1]).to(next(model.parameters()).device)  # (B, T)
+
+
+def _check_generate(model, prompt_ids, max_new_tokens, do_sample, temperature, top_k, top_p, min_p,
+                    repetition_penalty, eos_id, generator, cache, use_cache) -> torch.Tensor:
+    ids = _as_batch(model, prompt_ids, "prompt_ids")
+    validate.integer("max_new_tokens", max_new_tokens)
+    _check_settings(do_sample, temperature, top_k, top_p, min_p, repetition_penalty, generator)
+    _check_model(model, eos_id)
+    if cache is not None and (isinstance(cache, type) or not callable(getattr(cache, "update", None))):
+        raise TypeError(f"cache must be a KV cache with an update(layer, k, v) method, got {validate.describe(cache)}")
+    validate.boolean("use_cache", use_cache)
+    return ids
+
+
+def _check_distinct_n(sequences, n) -> None:
+    validate.sequence("sequences", sequences, what="token-id lists")
+    for i, seq in enumerate(sequences):
+        validate.sequence(f"sequences[{i}]", seq, empty=True, what="token ids")
+        for token in seq:
+            validate.integer(f"sequences[{i}] item", token, low=0)
+    validate.integer("n", n)
+    if all(len(seq) < n for seq in sequences):
+        raise ValueError(f"sequences hold no {n}-gram: at least one needs {n} tokens (n={n})")
+
+
+def _check_sequence_logprob(model, ids, prompt_len) -> torch.Tensor:
+    ids = _as_batch(model, ids, "ids")
+    validate.integer("prompt_len", prompt_len, low=1, high=ids.shape[1] - 1)
+    return ids
+
+
+def _check_compare(model, prompt_ids, strategies, max_new_tokens, n_samples, eos_id, seed) -> torch.Tensor:
+    prompt = _as_batch(model, prompt_ids, "prompt_ids")[:1]  # (1, T): the first prompt
+    known = set(_SETTINGS) | {"do_sample", "num_beams", "length_penalty"}
+    if not isinstance(strategies, dict) or not strategies or not all(
+            isinstance(name, str) and isinstance(kw, dict) and set(kw) <= known for name, kw in strategies.items()):
+        raise ValueError(f"strategies must be a non-empty dict of name -> settings among {sorted(known)}, got "
+                         f"{validate.describe(strategies)}")
+    validate.integer("max_new_tokens", max_new_tokens)
+    validate.integer("n_samples", n_samples)
+    _check_model(model, eos_id)
+    validate.integer("seed", seed, low=0)
+    return prompt

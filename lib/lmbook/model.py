@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import validate
-from .attention import merge_heads, scaled_dot_product_attention, split_heads
+from .attention import fast_attention, merge_heads, split_heads
 from .normalization import LayerNorm, RMSNorm
 from .positional import alibi_bias, rope_cos_sin, rope_inv_freq, rotate_pairs, sinusoidal_encoding
 
@@ -89,7 +89,7 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:  # store this step's keys and values, get back all of them
             k, v = cache.update(self.layer_idx, k, v)  # (B, H_kv, T_past + T, d_h)
         mask = alibi_mask(q, k) if self.alibi else None
-        out = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True)  # (B, H, T, d_h)
+        out = fast_attention(q, k, v, mask=mask, is_causal=True)  # (B, H, T, d_h); chapter 7's SDPA, by tiles
         return self.o_proj(merge_heads(out))  # (B, T, d)
 
 

@@ -104,7 +104,7 @@ def skipgram_window():
     _tokens(ax, 0.25, 1.45, [f"(iterator, {c})" for c in context], lambda j: GREEN, pad=0.2, gap=0.12, size=SMALL,
             family="DejaVu Sans")
     label(ax, 0.25, 0.85, "$K = 3$ noise words for (iterator, over), label 0:", SMALL, ha="left")
-    _tokens(ax, 0.25, 0.45, ["(iterator, the)", "(iterator, module)", "(iterator, is)"], lambda j: VERMILION,
+    _tokens(ax, 0.25, 0.45, ["(iterator, a)", "(iterator, module)", "(iterator, is)"], lambda j: VERMILION,
             pad=0.2, gap=0.12, size=SMALL, family="DejaVu Sans")
     label(ax, 4.95, 0.45, "drawn with probability $\\propto \\mathrm{count}(v)^{3/4}$", SMALL, ha="left")
     return fig
@@ -163,7 +163,8 @@ def dpo_pipeline():
         label(ax, x, 4.45, head, SMALL)
         label(ax, x, 3.3, "$-$", 16)
     for y, model, colour in zip(rows, ("\\theta", "\\mathrm{ref}"), (ORANGE, BLUE), strict=True):
-        arrow(ax, (3.15, y), (3.55, y))
+        arrow(ax, (3.15, y), (3.6, y))
+        path(ax, [(3.35, y), (3.35, y + 0.38), (6.95, y + 0.38), (6.95, y + 0.25)])  # and to the rejected reply
         for x, reply in zip(cols, ("w", "l"), strict=True):
             box(ax, x, y, 1.9, 0.5, f"$\\log \\pi_{{{model}}}(y_{reply} \\mid x)$", colour=colour, size=SMALL)
     for x, reply in zip(cols, ("w", "l"), strict=True):

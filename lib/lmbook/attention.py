@@ -247,10 +247,10 @@ def _check_lengths(device, **lengths) -> None:
 
 
 def _check_repeat_kv(x, n_rep) -> None:
-    _check_finite("x", x)
-    if x.dim() < 3 or x.shape[-1] == 0:
-        raise ValueError(f"x must have shape (..., H_kv, T, d) with d >= 1, got {tuple(x.shape)}")
     validate.integer("n_rep", n_rep)
+    _check_finite("x", x)
+    if x.dim() < (3 if n_rep > 1 else 2) or x.shape[-1] == 0:  # nothing to repeat needs no head axis
+        raise ValueError(f"x must have shape (..., H_kv, T, d) with d >= 1, got {tuple(x.shape)}")
 
 
 def _check_qkv(q, k, v) -> int:

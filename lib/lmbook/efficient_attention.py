@@ -1,4 +1,4 @@
-"""Efficient attention, the second half of chapter 7 (chapter 8 of the second edition): three ways around
+"""Efficient attention, the last sections of chapter 7 (to become chapter 8): three ways around
 the T x T matrix of scores, and a way to measure the memory they save.
 
 - Sparse masks: ``sliding_window_mask`` (each query sees the last ``window`` keys, as Mistral) and

@@ -189,3 +189,11 @@ def test_notebooks_carry_their_target_names():
         assert nb.stem in TARGET_NAMES, f"{nb.name} is not one of the target chapter names"
         title = next(c for c in json.load(open(nb))["cells"] if c["cell_type"] == "markdown")["source"][0]
         assert title.startswith(f"# {int(nb.stem[:2])}. "), f"{nb.name}: the title should start with its number"
+
+
+def test_package_docstring_maps_every_concept_module_to_its_chapter():
+    import lmbook
+
+    concepts = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in HELPERS)
+    missing = [name for name in concepts if f"``{name}``" not in lmbook.__doc__]
+    assert not missing, f"lmbook/__init__.py's chapter map does not list: {missing}"

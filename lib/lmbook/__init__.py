@@ -2,8 +2,21 @@
 
 The package has three layers, and imports point down only:
 
-- the concept modules, one per idea, in chapter order (``metrics``, ``ngram``, ... ``preference``): the code
-  each chapter shows with :func:`lmbook.show`;
+- the concept modules, one per idea: the code each chapter shows with :func:`lmbook.show`. By chapter:
+
+  ==  =======================================================================================
+  1   ``metrics``, ``ngram``
+  2   ``edit_distance``, ``cooccurrence``, ``retrieval`` (TF-IDF), ``bm25``, ``ranking``
+  5   ``pretokenization``, ``tokenization`` (BPE), ``unigram``, ``gguf_tokenizer``
+  6   ``embeddings``, ``word2vec``, ``hierarchical_softmax``, ``fasttext``
+  7   ``attention``, ``efficient_attention``
+  9   ``normalization``, ``model``, ``training``, ``pretrained``, ``decoding``, ``beam_search``
+  11  ``kv_cache``, ``inference_cost``
+  12  ``positional``, ``rope_scaling``
+  15  ``lora``, ``finetuning_cost``
+  16  ``preference``, ``dpo``
+  ==  =======================================================================================
+
 - ``lmbook.experiments``: the slow runs whose results the chapters load from ``lmbook/data``;
 - ``lmbook.teaching``: the exercises' self-checks (``lmbook.checks``), the student edition and the grader.
 

@@ -1,27 +1,12 @@
 """Bad-input cases for lmbook.dpo (chapter 16): completion log-probabilities, preference batches, training."""
 
-import copy
-import functools
-
 import torch
 from lmbook import dpo as D
-from lmbook import lora
-from lmbook.model import Transformer, TransformerConfig
 
 from ._case import Case
+from ._models import lora_model as _model
 
 PAIRS = [([1, 2, 3], [4, 5], [6]), ([7, 8], [9], [10, 4, 5])]
-
-
-@functools.cache
-def _base_model():
-    torch.manual_seed(0)
-    model = Transformer(TransformerConfig(vocab_size=11, d_model=8, n_layers=1, n_heads=2, context_length=16))
-    return lora.add_lora(model, ["q_proj", "v_proj"], r=2, alpha=4.0, seed=0)
-
-
-def _model():
-    return copy.deepcopy(_base_model())
 
 
 def _batch():

@@ -9,7 +9,6 @@ import inspect
 import json
 import re
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -58,7 +57,10 @@ def kind(objects: list) -> str:
 
 
 def source(objects: list) -> str:
-    return "\n\n".join(textwrap.dedent(inspect.getsource(o)).strip() for o in objects)
+    """The listing exactly as the chapter displays it."""
+    from lmbook import show
+
+    return show(*objects).text
 
 
 def sizes() -> dict[str, int]:

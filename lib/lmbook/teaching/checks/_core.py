@@ -1,24 +1,40 @@
 """The self-check engine behind every exercise.
 
-A check runs the student's function on several inputs (edge cases included) and compares it with the
-reference. It prints one clear line when everything passes, or the first failing case: the input, the
-expected value, the value received and a hint. It never raises: if the student's code raises, the
-student's own exception and line are shown, without lmbook's frames. Each result is also recorded in
-:data:`RESULTS`, which the autograder reads.
+Each exercise registers a :class:`Check`: the public inputs of a function exercise (its :class:`Case` list,
+edge cases included, each with a hint), or a number worked out by hand. A self-check runs the student's function
+on the public inputs and compares its output with the expected output stored in ``expected.json``. It prints one
+clear line when everything passes, or the first failing case: the input, the expected value, the value received
+and a hint. It never raises: if the student's code raises, the student's own exception and line are shown,
+without lmbook's frames. Each result is also recorded in :data:`RESULTS`.
+
+The package holds no reference solution. ``expected.json`` holds outputs, not code, and for a number worked out
+by hand only digests of it (see :func:`answer_digests`). The reference solutions, and the hidden inputs the
+grader adds to the public ones, are the instructor's answer keys (``lib/answer_keys``), which write
+``expected.json``. Both the self-check and the grader compare in the same way: the output is turned into plain
+data (:mod:`lmbook.teaching.plain`), optionally projected (:attr:`Check.project`) and compared with :func:`close`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import traceback
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-__all__ = ["Case", "RESULTS", "run_check", "check_answer", "close"]
+from ..plain import NotPlain, decode, encode
+
+__all__ = ["Case", "Check", "CHECKS", "RESULTS", "function_check", "answer_check", "run_check", "check_answer",
+           "close", "comparable", "answer_digests", "answer_matches", "EXPECTED_PATH"]
 
 RESULTS: dict[str, bool] = {}
+CHECKS: dict[str, "Check"] = {}
+EXPECTED_PATH = Path(__file__).with_name("expected.json")
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
 
 
@@ -35,6 +51,47 @@ class Case:
         return f"{name}({', '.join(parts)})"
 
 
+@dataclass(frozen=True)
+class Check:
+    """An exercise's check: ``cases`` builds the public inputs of a function exercise (None for a number worked
+    out by hand); ``project`` maps a plain output to what is compared (for example shapes and a product)."""
+
+    name: str
+    cases: Callable[[], list[Case]] | None = None
+    rtol: float = 1e-6
+    atol: float = 1e-9
+    hint: str = ""
+    project: Callable | None = None
+
+    @property
+    def kind(self) -> str:
+        return "answer" if self.cases is None else "function"
+
+
+def function_check(name: str, cases: Callable[[], list[Case]], *, rtol: float = 1e-6, atol: float = 1e-9,
+                   hint: str = "", project: Callable | None = None) -> Check:
+    """Register the check of a function exercise."""
+    CHECKS[name] = Check(name, cases, rtol, atol, hint, project)
+    return CHECKS[name]
+
+
+def answer_check(name: str, hint: str = "") -> Check:
+    """Register the check of a number worked out by hand."""
+    CHECKS[name] = Check(name, None, hint=hint)
+    return CHECKS[name]
+
+
+@cache
+def _expected() -> dict:
+    return json.loads(EXPECTED_PATH.read_text())
+
+
+def comparable(check: Check, output):
+    """``output`` as the grader compares it: plain data (raises NotPlain otherwise), then projected."""
+    value = decode(json.loads(json.dumps(encode(output))))
+    return check.project(value) if check.project else value
+
+
 def _short(x, width: int = 70) -> str:
     if hasattr(x, "tolist") and not isinstance(x, (int, float)):
         x = x.tolist()
@@ -44,8 +101,8 @@ def _short(x, width: int = 70) -> str:
 
 def close(expected, got, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
     """True when ``got`` equals ``expected``: numbers and arrays to a tolerance, everything else by ==."""
-    if isinstance(expected, (str, bool)) or expected is None:
-        return expected == got
+    if isinstance(expected, (str, bool, bytes)) or expected is None:
+        return type(got) is type(expected) and expected == got
     if isinstance(expected, dict):
         return isinstance(got, dict) and expected.keys() == got.keys() and all(
             close(expected[k], got[k], rtol, atol) for k in expected
@@ -54,7 +111,9 @@ def close(expected, got, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
         e = np.asarray(expected.detach().cpu() if hasattr(expected, "detach") else expected, dtype=float)
         g = np.asarray(got.detach().cpu() if hasattr(got, "detach") else got, dtype=float)
     except (TypeError, ValueError):
-        return expected == got
+        if isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple)):
+            return len(expected) == len(got) and all(close(a, b, rtol, atol) for a, b in zip(expected, got))
+        return False
     if e.shape != g.shape:
         return False
     return bool(np.allclose(e, g, rtol=rtol, atol=atol, equal_nan=True))
@@ -72,39 +131,63 @@ def _report(name: str, ok: bool, message: str) -> bool:
     return ok
 
 
-def run_check(name: str, student_fn, reference_fn, cases, *, rtol: float = 1e-6, atol: float = 1e-9,
-              hint: str = "") -> None:
-    """Compare ``student_fn`` with ``reference_fn`` on each case; print a verdict (see the module docstring)."""
-    label = f"check_{name}"
+def run_check(name: str, student_fn) -> None:
+    """Compare ``student_fn`` with the expected outputs on each public case; print a verdict."""
+    check, label = CHECKS[name], f"check_{name}"
     if not callable(student_fn):
         _report(name, False, f"✗ {label}: expected your function, got {_short(student_fn)}. Pass the function "
                              f"itself, without calling it.")
         return
     fn_name = getattr(student_fn, "__name__", "your function")
-    for i, case in enumerate(cases, 1):
-        expected = reference_fn(*case.args, **case.kwargs)
+    cases, expected = check.cases(), [decode(e) for e in _expected()[name]["outputs"]]
+    for i, (case, want) in enumerate(zip(cases, expected, strict=True), 1):
         try:
-            got = student_fn(*case.args, **case.kwargs)
+            got = comparable(check, student_fn(*case.args, **case.kwargs))
         except NotImplementedError:
             _report(name, False, f"… {label}: not attempted yet: {fn_name} still raises NotImplementedError.")
+            return
+        except NotPlain as err:
+            _report(name, False, f"✗ {label}: case {i} of {len(cases)}, {case.call_text(fn_name)}, returned {err}, "
+                                 f"not numbers, strings, lists, dicts or arrays.")
             return
         except Exception as err:  # the student's bug, shown as theirs
             _report(name, False, f"✗ {label}: case {i} of {len(cases)}, {case.call_text(fn_name)}, raised\n"
                                  f"{_student_traceback(err)}")
             return
-        if not close(expected, got, rtol, atol):
-            tip = case.hint or hint
+        if not close(want, got, check.rtol, check.atol):
+            tip = case.hint or check.hint
             _report(name, False, f"✗ {label}: case {i} of {len(cases)} differs.\n"
                                  f"  input:    {case.call_text(fn_name)}\n"
-                                 f"  expected: {_short(expected)}\n"
+                                 f"  expected: {_short(want)}\n"
                                  f"  got:      {_short(got)}" + (f"\n  hint:     {tip}" if tip else ""))
             return
     _report(name, True, f"✓ {label}: all {len(cases)} cases pass.")
 
 
-def check_answer(name: str, answer, expected: float, *, rtol: float = 1e-3, hint: str = "") -> None:
-    """Check a number computed by hand against ``expected`` to a relative tolerance (default 0.1%)."""
-    label = f"check_{name}"
+# A number worked out by hand is right when its 4 significant figures match those of the answer, or of the
+# answer moved by 0.05% either way: a relative tolerance between 0.05% and about 0.1%. The package stores only
+# digests of those three renderings, so the answer cannot be read from it (a determined student could still
+# search 4-digit numbers: this keeps an answer out of sight, not secret).
+_SPREAD = 5e-4
+
+
+def _digest(name: str, value: float) -> str:
+    return hashlib.sha256(f"lmbook:{name}:{value:.3e}".encode()).hexdigest()
+
+
+def answer_digests(name: str, answer: float) -> list[str]:
+    """The digests stored for the answer ``answer`` of exercise ``name``."""
+    return sorted({_digest(name, answer * f) for f in (1 - _SPREAD, 1.0, 1 + _SPREAD)})
+
+
+def answer_matches(name: str, value: float, digests) -> bool:
+    """True when ``value`` is right for an exercise whose answer has these digests."""
+    return math.isfinite(value) and _digest(name, value) in set(digests)
+
+
+def check_answer(name: str, answer) -> None:
+    """Check a number computed by hand (see :func:`answer_digests` for the tolerance)."""
+    label, hint = f"check_{name}", CHECKS[name].hint
     if answer is None or answer is Ellipsis:
         _report(name, False, f"… {label}: not answered yet: set your answer, then run this cell again.")
         return
@@ -113,7 +196,7 @@ def check_answer(name: str, answer, expected: float, *, rtol: float = 1e-3, hint
     except (TypeError, ValueError):
         _report(name, False, f"✗ {label}: expected a number, got {_short(answer)}.")
         return
-    if not (math.isfinite(value) and math.isclose(value, expected, rel_tol=rtol)):
+    if not answer_matches(name, value, _expected()[name]["digests"]):
         _report(name, False, f"✗ {label}: {value:.6g} is not right." + (f"\n  hint: {hint}" if hint else ""))
         return
     _report(name, True, f"✓ {label}: {value:.6g} is right.")

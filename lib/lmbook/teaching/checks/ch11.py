@@ -2,44 +2,36 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from ._core import Case, check_answer, run_check
+from ._core import Case, answer_check, check_answer, function_check, run_check
 
 __all__ = ["check_kv_example", "check_context_budget", "check_decode_step", "check_kept_positions",
            "check_quantize_per_channel"]
+
+answer_check("kv_example",
+             hint="the query is q_4 = x_4 = [0.7, 0.8] (x_5 is not known yet); the keys are k_1, k_2, k_3 from "
+                  "the cache plus the new k_4 = x_4 W^K (row vector on the left), four in all; the scores are "
+                  "q_4 . k_j / sqrt(2), and alpha_4 = e^s4 / sum_j e^sj.")
 
 
 def check_kv_example(answer) -> None:
     """The weight alpha_4 of the step that generates x_5 in the chapter's example with every token divided by 10,
     after the step before produced x_4 = [0.7, 0.8]."""
-    X = torch.tensor([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6], [0.7, 0.8]], dtype=torch.float64)
-    W_K = torch.tensor([[1.0, 2.0], [0.0, 1.0]], dtype=torch.float64)
-    scores = (X @ W_K) @ X[3] / math.sqrt(2)  # q_4 = x_4 W^Q with W^Q = I, against k_1 .. k_4
-    check_answer("kv_example", answer, torch.softmax(scores, dim=0)[3].item(),
-                 hint="the query is q_4 = x_4 = [0.7, 0.8] (x_5 is not known yet); the keys are k_1, k_2, k_3 from "
-                      "the cache plus the new k_4 = x_4 W^K (row vector on the left), four in all; the scores are "
-                      "q_4 . k_j / sqrt(2), and alpha_4 = e^s4 / sum_j e^sj.")
+    check_answer("kv_example", answer)
+
+
+answer_check("context_budget",
+             hint="one token takes 2 (K and V) * layers * K/V heads * head_dim * 2 bytes; 1 GiB = 2^30 bytes, "
+                  "and the budget is shared by 8 sequences.")
 
 
 def check_context_budget(answer) -> None:
     """Tokens per sequence of Llama 2 70B's 16-bit KV cache in 40 GiB with a batch of 8."""
-    per_token = 2 * 80 * 8 * 128 * 2
-    check_answer("context_budget", answer, 40 * 2**30 / (8 * per_token),
-                 hint="one token takes 2 (K and V) * layers * K/V heads * head_dim * 2 bytes; 1 GiB = 2^30 bytes, "
-                      "and the budget is shared by 8 sequences.")
+    check_answer("context_budget", answer)
 
 
-def _decode_step_reference(q, K_cache, V_cache, k_new, v_new):
-    K = torch.cat([K_cache, k_new[None]])  # (t + 1, d)
-    V = torch.cat([V_cache, v_new[None]])
-    return torch.softmax(K @ q / math.sqrt(q.shape[-1]), dim=0) @ V
-
-
-def check_decode_step(fn) -> None:
-    """decode_step(q, K_cache, V_cache, k_new, v_new) -> the newest token's output (d_v,)."""
+def _decode_step_cases():
     g = torch.Generator().manual_seed(7)
 
     def case(t, d, d_v, hint="", scale=1.0):
@@ -48,47 +40,45 @@ def check_decode_step(fn) -> None:
         q, k, v = (torch.randn(n, generator=g, dtype=torch.float64) * scale for n in (d, d, d_v))
         return Case((q, K, V, k, v), hint=hint)
 
-    cases = [
+    return [
         case(4, 8, 8, "append the new key and value before attending: the newest token sees itself too."),
         case(0, 4, 3, "with an empty cache the only key is the new one, so the output is v_new."),
         case(6, 16, 5, "divide the scores by sqrt(d), d = the size of q and k (not of v)."),
         case(9, 4, 4, "softmax over the t + 1 keys (dim 0 of the scores), then weight the values.", scale=4.0),
     ]
-    run_check("decode_step", fn, _decode_step_reference, cases, rtol=1e-9, atol=1e-12)
 
 
-def _kept_positions_reference(n_tokens, window, n_sinks):
-    return list(range(min(n_sinks, n_tokens))) + list(range(max(n_sinks, n_tokens - window), n_tokens))
+function_check("decode_step", _decode_step_cases, rtol=1e-9, atol=1e-12)
+
+
+def check_decode_step(fn) -> None:
+    """decode_step(q, K_cache, V_cache, k_new, v_new) -> the newest token's output (d_v,)."""
+    run_check("decode_step", fn)
+
+
+function_check("kept_positions", lambda: [
+    Case((5, 8, 2), hint="while the cache is not full it holds every token seen so far."),
+    Case((20, 6, 0), hint="a plain window (no sinks) holds the last `window` positions."),
+    Case((20, 6, 2), hint="the sinks are the first n_sinks positions, and the window the last `window` ones."),
+    Case((8, 6, 2), hint="exactly full: n_sinks + window tokens, all of them kept."),
+    Case((9, 6, 2), hint="one token more than the slots: the oldest non-sink token, position n_sinks, is gone."),
+    Case((3, 4, 4), hint="fewer tokens than sinks: only the tokens seen so far."),
+    Case((1000, 252, 4)),
+])
 
 
 def check_kept_positions(fn) -> None:
     """kept_positions(n_tokens, window, n_sinks) -> sorted positions held by a rolling cache."""
-    cases = [
-        Case((5, 8, 2), hint="while the cache is not full it holds every token seen so far."),
-        Case((20, 6, 0), hint="a plain window (no sinks) holds the last `window` positions."),
-        Case((20, 6, 2), hint="the sinks are the first n_sinks positions, and the window the last `window` ones."),
-        Case((8, 6, 2), hint="exactly full: n_sinks + window tokens, all of them kept."),
-        Case((9, 6, 2), hint="one token more than the slots: the oldest non-sink token, position n_sinks, is gone."),
-        Case((3, 4, 4), hint="fewer tokens than sinks: only the tokens seen so far."),
-        Case((1000, 252, 4)),
-    ]
-    run_check("kept_positions", fn, _kept_positions_reference, cases)
+    run_check("kept_positions", fn)
 
 
-def _per_channel_reference(x):
-    scale = x.abs().amax(dim=0, keepdim=True) / 127
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    return torch.round(x / scale).clamp(-127, 127) * scale
-
-
-def check_quantize_per_channel(fn) -> None:
-    """quantize_per_channel(x (T, d)) -> x dequantized with one absmax / 127 scale per column."""
+def _quantize_per_channel_cases():
     g = torch.Generator().manual_seed(8)
     outliers = torch.randn(12, 6, generator=g, dtype=torch.float64)
     outliers[:, 2] *= 50  # one channel much larger than the rest, like real keys
     with_zero = torch.randn(5, 4, generator=g, dtype=torch.float64)
     with_zero[:, 1] = 0
-    cases = [
+    return [
         Case((outliers,), hint="one scale per column (channel): the maximum over the tokens, axis 0, not over "
                                "the features of each token."),
         Case((torch.randn(7, 3, generator=g, dtype=torch.float64),),
@@ -97,4 +87,11 @@ def check_quantize_per_channel(fn) -> None:
         Case((torch.tensor([[1.0, -3.0], [0.5, 2.0]], dtype=torch.float64),),
              hint="the integers live in [-127, 127] (symmetric), so the largest |x| of a column maps to 127 exactly."),
     ]
-    run_check("quantize_per_channel", fn, _per_channel_reference, cases, rtol=1e-9, atol=1e-12)
+
+
+function_check("quantize_per_channel", _quantize_per_channel_cases, rtol=1e-9, atol=1e-12)
+
+
+def check_quantize_per_channel(fn) -> None:
+    """quantize_per_channel(x (T, d)) -> x dequantized with one absmax / 127 scale per column."""
+    run_check("quantize_per_channel", fn)

@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from ...positional import apply_rope, rope_inv_freq
-from ._core import Case, check_answer, run_check
+from ._core import Case, answer_check, check_answer, function_check, run_check
 
 __all__ = ["check_full_turns", "check_rope_complex", "check_half_to_interleaved_rows", "check_rope_decay"]
+
+answer_check("full_turns", hint="plane i has wavelength 2 pi b^(2i/d); count the planes with wavelength <= 8192, "
+                                "i.e. i <= d ln(8192 / 2 pi) / (2 ln b), counting from i = 0.")
 
 
 def check_full_turns(answer) -> None:
     """How many of SmolLM2's RoPE planes (head_dim 64, base 1e5) turn at least once in 8,192 tokens."""
-    wavelengths = [2 * math.pi * 1e5 ** (2 * i / 64) for i in range(32)]
-    expected = sum(w <= 8192 for w in wavelengths)
-    check_answer("full_turns", answer, expected,
-                 hint="plane i has wavelength 2 pi b^(2i/d); count the planes with wavelength <= 8192, "
-                      "i.e. i <= d ln(8192 / 2 pi) / (2 ln b), counting from i = 0.")
+    check_answer("full_turns", answer)
 
 
-def _rope_complex_reference(x, positions, base=10000.0):
-    return apply_rope(x, positions, rope_inv_freq(x.shape[-1], base), pairing="interleaved")
-
-
-def check_rope_complex(fn) -> None:
-    """rope_complex(x, positions, base): interleaved RoPE of x (..., T, d) at integer positions (T,)."""
+def _rope_complex_cases():
     g = torch.Generator().manual_seed(8)
-    cases = [
+    return [
         Case((torch.tensor([[1.0, 0.0]]), torch.tensor([1])),
              hint="one pair (1, 0) at position 1 with theta_0 = 1 turns by 1 radian counter-clockwise: "
                   "(cos 1, sin 1). Multiply by e^{+i p theta}, not e^{-i p theta}."),
@@ -39,44 +30,46 @@ def check_rope_complex(fn) -> None:
         Case((torch.randn(3, 6, generator=g), torch.tensor([2, 3, 4])), {"base": 500.0},
              hint="use the base argument: theta_i = base^(-2i/d)."),
     ]
-    run_check("rope_complex", fn, _rope_complex_reference, cases, rtol=1e-4, atol=1e-4)
 
 
-def _half_to_interleaved_reference(w, n_heads):
-    rows, d_in = w.shape
-    head_dim = rows // n_heads
-    w = w.reshape(n_heads, 2, head_dim // 2, d_in)  # (H, which half, i, d_in)
-    return w.transpose(1, 2).reshape(rows, d_in)  # (H, i, which half, d_in): rows i, i + d/2 side by side
+function_check("rope_complex", _rope_complex_cases, rtol=1e-4, atol=1e-4)
 
 
-def check_half_to_interleaved_rows(fn) -> None:
-    """half_to_interleaved_rows(w, n_heads): W_Q or W_K rows from the half pairing to the interleaved one."""
+def check_rope_complex(fn) -> None:
+    """rope_complex(x, positions, base): interleaved RoPE of x (..., T, d) at integer positions (T,)."""
+    run_check("rope_complex", fn)
+
+
+def _half_to_interleaved_cases():
     g = torch.Generator().manual_seed(9)
     labelled = torch.arange(8.0)[:, None]  # one head of size 8, row r holds the number r
-    cases = [
+    return [
         Case((labelled, 1), hint="within a head, row i and row i + d/2 form pair i and must become rows 2i and "
                                  "2i + 1: the result reads 0, 4, 1, 5, 2, 6, 3, 7."),
         Case((torch.arange(12.0)[:, None].expand(12, 3).contiguous(), 3),
              hint="rows move only inside their own head: each head of size 4 becomes (0, 2, 1, 3) + offset."),
         Case((torch.randn(24, 5, generator=g), 2)),
     ]
-    run_check("half_to_interleaved_rows", fn, _half_to_interleaved_reference, cases)
 
 
-def _rope_decay_reference(head_dim, base, distances):
-    theta = torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
-    distances = torch.as_tensor(distances, dtype=torch.float64)
-    return torch.cos(distances[:, None] * theta).mean(dim=1)
+function_check("half_to_interleaved_rows", _half_to_interleaved_cases)
+
+
+def check_half_to_interleaved_rows(fn) -> None:
+    """half_to_interleaved_rows(w, n_heads): W_Q or W_K rows from the half pairing to the interleaved one."""
+    run_check("half_to_interleaved_rows", fn)
+
+
+function_check("rope_decay", lambda: [
+    Case((8, 10000.0, [0]), hint="at distance 0 nothing rotates: q . k = d, and you divide by d, so the result "
+                                 "is 1."),
+    Case((2, 10000.0, [0, 1, 2]), hint="with one plane (d = 2) the score / d is cos(distance * theta_0) = cos(n)."),
+    Case((64, 10000.0, [0, 1, 10, 100, 1000]),
+         hint="q . R(n theta) k with q = k = 1 is sum over planes of 2 cos(n theta_i); divide by d."),
+    Case((16, 500.0, [3, 30, 300]), hint="use the base argument: theta_i = base^(-2i/d)."),
+], rtol=1e-5, atol=1e-6)
 
 
 def check_rope_decay(fn) -> None:
     """rope_decay(head_dim, base, distances): the RoPE score of q = k = all ones at each distance, divided by d."""
-    cases = [
-        Case((8, 10000.0, [0]), hint="at distance 0 nothing rotates: q . k = d, and you divide by d, so the result "
-                                     "is 1."),
-        Case((2, 10000.0, [0, 1, 2]), hint="with one plane (d = 2) the score / d is cos(distance * theta_0) = cos(n)."),
-        Case((64, 10000.0, [0, 1, 10, 100, 1000]),
-             hint="q . R(n theta) k with q = k = 1 is sum over planes of 2 cos(n theta_i); divide by d."),
-        Case((16, 500.0, [3, 30, 300]), hint="use the base argument: theta_i = base^(-2i/d)."),
-    ]
-    run_check("rope_decay", fn, _rope_decay_reference, cases, rtol=1e-5, atol=1e-6)
+    run_check("rope_decay", fn)

@@ -2,32 +2,28 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from ._core import Case, check_answer, run_check
+from ._core import Case, answer_check, check_answer, function_check, run_check
 
 __all__ = ["check_mlp_lora_count", "check_captured_energy", "check_lora_from_delta", "check_multi_adapter_forward"]
+
+answer_check("mlp_lora_count",
+             hint="a LoRA on an in -> out layer trains A (r x in) and B (out x r): r (in + out) numbers. "
+                  "SmolLM2's three MLP matrices are 576 -> 1536, 576 -> 1536 and 1536 -> 576, in 30 blocks.")
 
 
 def check_mlp_lora_count(answer) -> None:
     """Trainable parameters of LoRA with r = 4 on gate_proj, up_proj and down_proj of SmolLM2
-    (30 blocks, d = 576, d_ff = 1536): 30 * 3 * 4 * (576 + 1536)."""
-    check_answer("mlp_lora_count", answer, 30 * 3 * 4 * (576 + 1536),
-                 hint="a LoRA on an in -> out layer trains A (r x in) and B (out x r): r (in + out) numbers. "
-                      "SmolLM2's three MLP matrices are 576 -> 1536, 576 -> 1536 and 1536 -> 576, in 30 blocks.")
+    (30 blocks, d = 576, d_ff = 1536)."""
+    check_answer("mlp_lora_count", answer)
 
 
-def _captured_energy_reference(delta, r):
-    s = torch.linalg.svdvals(delta.double())
-    return (s[:r].pow(2).sum() / s.pow(2).sum()).item()
-
-
-def check_captured_energy(fn) -> None:
-    """captured_energy(delta (m, n), r) = (s_1^2 + ... + s_r^2) / (s_1^2 + ... + s_k^2): the share of
-    ||delta||_F^2 that the best rank-r approximation keeps (Eckart-Young), a float in [0, 1]."""
+def _captured_energy_cases():
     g = torch.Generator().manual_seed(9)
     low = torch.randn(12, 2, generator=g, dtype=torch.float64) @ torch.randn(2, 10, generator=g, dtype=torch.float64)
-    cases = [
+    return [
         Case((torch.diag(torch.tensor([3.0, 2.0, 1.0], dtype=torch.float64)), 1),
              hint="square the singular values: ||delta||_F^2 = sum of s_i^2, so rank 1 keeps 9 / 14 here."),
         Case((torch.diag(torch.tensor([1.0, 3.0, 2.0], dtype=torch.float64)), 2),
@@ -38,28 +34,20 @@ def check_captured_energy(fn) -> None:
              hint="a rank-2 matrix plus a little noise: rank 2 should keep almost everything."),
         Case((torch.randn(6, 9, generator=g, dtype=torch.float64), 6), hint="r = min(m, n) keeps all of it: 1.0."),
     ]
-    run_check("captured_energy", fn, _captured_energy_reference, cases, rtol=1e-9, atol=1e-12)
 
 
-def _truncated(delta, r):
-    u, s, vh = torch.linalg.svd(delta.double(), full_matrices=False)
-    return (u[:, :r] * s[:r]) @ vh[:r]
+function_check("captured_energy", _captured_energy_cases, rtol=1e-9, atol=1e-12)
 
 
-def check_lora_from_delta(fn) -> None:
-    """lora_from_delta(delta (out, in), r) -> (B (out, r), A (r, in)) with B @ A the best rank-r
-    approximation of delta (a truncated SVD). The check compares shapes and the product B @ A."""
+def check_captured_energy(fn) -> None:
+    """captured_energy(delta (m, n), r) = (s_1^2 + ... + s_r^2) / (s_1^2 + ... + s_k^2): the share of
+    ||delta||_F^2 that the best rank-r approximation keeps (Eckart-Young), a float in [0, 1]."""
+    run_check("captured_energy", fn)
+
+
+def _lora_from_delta_cases():
     g = torch.Generator().manual_seed(10)
-
-    def reference(delta, r):
-        return {"B": (delta.shape[0], r), "A": (r, delta.shape[1]), "BA": _truncated(delta, r)}
-
-    def wrapped(delta, r):
-        B, A = fn(delta, r)
-        return {"B": tuple(B.shape), "A": tuple(A.shape), "BA": B.double() @ A.double()}
-
-    wrapped.__name__ = getattr(fn, "__name__", "lora_from_delta")
-    cases = [
+    return [
         Case((torch.randn(6, 4, generator=g, dtype=torch.float64), 2),
              hint="B must be (out, r) = U_r diag(s_r)^(1/2) and A (r, in) = diag(s_r)^(1/2) V_r^T (or put all "
                   "of s on one side); delta's rows are outputs."),
@@ -69,20 +57,25 @@ def check_lora_from_delta(fn) -> None:
         Case((torch.randn(4, 6, generator=g, dtype=torch.float64), 4),
              hint="r = min(out, in) reproduces delta exactly."),
     ]
-    run_check("lora_from_delta", wrapped, reference, cases, rtol=1e-8, atol=1e-10)
 
 
-def _multi_reference(x, weight, As, Bs, scalings, adapter_ids):
-    rows = []
-    for i in range(x.shape[0]):
-        k = int(adapter_ids[i])
-        rows.append(x[i] @ weight.T + scalings[k] * (x[i] @ As[k].T) @ Bs[k].T)
-    return torch.stack(rows)
+def _shapes_and_product(output):
+    """What is compared of a (B, A) pair: both shapes and the product B @ A (None if they do not multiply)."""
+    B, A = (np.asarray(m, dtype=np.float64) for m in output)
+    product = B @ A if B.ndim == A.ndim == 2 and B.shape[1] == A.shape[0] else None
+    return {"B": tuple(B.shape), "A": tuple(A.shape), "BA": product}
 
 
-def check_multi_adapter_forward(fn) -> None:
-    """multi_adapter_forward(x (N, T, in), weight (out, in), As [K x (r, in)], Bs [K x (out, r)], scalings [K],
-    adapter_ids (N,)) -> (N, T, out): row i uses adapter k = adapter_ids[i]: x_i W^T + s_k x_i A_k^T B_k^T."""
+function_check("lora_from_delta", _lora_from_delta_cases, rtol=1e-8, atol=1e-10, project=_shapes_and_product)
+
+
+def check_lora_from_delta(fn) -> None:
+    """lora_from_delta(delta (out, in), r) -> (B (out, r), A (r, in)) with B @ A the best rank-r
+    approximation of delta (a truncated SVD). The check compares shapes and the product B @ A."""
+    run_check("lora_from_delta", fn)
+
+
+def _multi_adapter_cases():
     g = torch.Generator().manual_seed(11)
 
     def setup(n, t, d_in, d_out, r, k, ids):
@@ -92,7 +85,7 @@ def check_multi_adapter_forward(fn) -> None:
         Bs = [torch.randn(d_out, r, generator=g, dtype=torch.float64) for _ in range(k)]
         return x, w, As, Bs, [0.5 * (j + 1) for j in range(k)], torch.tensor(ids)
 
-    cases = [
+    return [
         Case(setup(2, 3, 4, 5, 2, 1, [0, 0]),
              hint="one adapter: y = x W^T + s (x A^T) B^T; the scale s multiplies the LoRA path only."),
         Case(setup(3, 2, 4, 5, 2, 2, [1, 0, 1]),
@@ -100,4 +93,12 @@ def check_multi_adapter_forward(fn) -> None:
         Case(setup(4, 1, 6, 3, 1, 3, [2, 2, 0, 1]), hint="B is (out, r) and A is (r, in): x A^T, then B^T."),
         Case(setup(1, 5, 3, 3, 3, 2, [1]), hint="keep the token axis: the output is (N, T, out)."),
     ]
-    run_check("multi_adapter_forward", fn, _multi_reference, cases, rtol=1e-9, atol=1e-12)
+
+
+function_check("multi_adapter_forward", _multi_adapter_cases, rtol=1e-9, atol=1e-12)
+
+
+def check_multi_adapter_forward(fn) -> None:
+    """multi_adapter_forward(x (N, T, in), weight (out, in), As [K x (r, in)], Bs [K x (out, r)], scalings [K],
+    adapter_ids (N,)) -> (N, T, out): row i uses adapter k = adapter_ids[i]: x_i W^T + s_k x_i A_k^T B_k^T."""
+    run_check("multi_adapter_forward", fn)

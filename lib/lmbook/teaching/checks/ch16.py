@@ -2,35 +2,31 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
-import torch.nn.functional as F
 
-from ._core import Case, check_answer, run_check
+from ._core import Case, answer_check, check_answer, function_check, run_check
 
 __all__ = ["check_bt_by_hand", "check_optimum_by_hand", "check_robust_dpo_loss", "check_simpo_loss",
            "check_best_of_n_policy"]
 
-BT_PROBLEM = (0.4, 0.8)  # r_1, and the probability that reply 2 is preferred, of the Bradley–Terry exercise
-OPTIMUM_PROBLEM = ((0.6, 0.3, 0.1), (0.0, 1.0, 3.0), 2.0)  # pi_ref, r, beta
+answer_check("bt_by_hand",
+             hint="solve sigma(r_2 - r_1) = 0.8 for r_2: the gap r_2 - r_1 is the log-odds log(0.8 / 0.2), and "
+                  "reply 2 must score higher than reply 1.")
 
 
 def check_bt_by_hand(answer) -> None:
     """The reward r_2 for which Bradley–Terry prefers reply 2 with probability 0.8, given r_1 = 0.4."""
-    r1, p = BT_PROBLEM
-    check_answer("bt_by_hand", answer, r1 + math.log(p / (1 - p)),
-                 hint="solve sigma(r_2 - r_1) = 0.8 for r_2: the gap r_2 - r_1 is the log-odds log(0.8 / 0.2), and "
-                      "reply 2 must score higher than reply 1.")
+    check_answer("bt_by_hand", answer)
+
+
+answer_check("optimum_by_hand",
+             hint="pi*(y) = pi_ref(y) exp(r(y) / beta) / Z: divide each reward by beta = 2, weight each reply by "
+                  "its reference probability, and divide by the sum of the weights, Z.")
 
 
 def check_optimum_by_hand(answer) -> None:
     """pi*(y_3) for pi_ref = [0.6, 0.3, 0.1], r = [0, 1, 3], beta = 2."""
-    ref, r, beta = OPTIMUM_PROBLEM
-    weights = [p * math.exp(x / beta) for p, x in zip(ref, r, strict=True)]
-    check_answer("optimum_by_hand", answer, weights[2] / sum(weights),
-                 hint="pi*(y) = pi_ref(y) exp(r(y) / beta) / Z: divide each reward by beta = 2, weight each reply by "
-                      "its reference probability, and divide by the sum of the weights, Z.")
+    check_answer("optimum_by_hand", answer)
 
 
 def _random_logps(seed: int, n: int = 6, scale: float = 4.0):
@@ -38,63 +34,55 @@ def _random_logps(seed: int, n: int = 6, scale: float = 4.0):
     return tuple(torch.randn(n, generator=g, dtype=torch.float64) * scale - 20 for _ in range(4))
 
 
-def _robust_reference(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta, eps):
-    z = beta * ((policy_chosen_logps - ref_chosen_logps) - (policy_rejected_logps - ref_rejected_logps))
-    return ((-(1 - eps) * F.logsigmoid(z) + eps * F.logsigmoid(-z)) / (1 - 2 * eps)).mean()
+function_check("robust_dpo_loss", lambda: [
+    Case((*_random_logps(0), 0.1, 0.0), hint="with eps = 0 this is the plain DPO loss -log sigma(beta h)."),
+    Case((*_random_logps(1), 0.1, 0.2),
+         hint="the flipped term enters with a PLUS sign: + eps log sigma(-z) (it is subtracted, unlike cDPO)."),
+    Case((*_random_logps(2), 0.5, 0.3), hint="divide by 1 - 2 eps, which makes the loss unbiased under flips."),
+    Case((*_random_logps(3, n=1), 2.0, 0.1), hint="return the mean over pairs, a 0-d tensor."),
+], rtol=1e-6, atol=1e-9)
 
 
 def check_robust_dpo_loss(fn) -> None:
     """robust_dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta, eps):
     the mean over pairs of (-(1 - eps) log sigma(z) + eps log sigma(-z)) / (1 - 2 eps), z = beta h."""
-    cases = [
-        Case((*_random_logps(0), 0.1, 0.0), hint="with eps = 0 this is the plain DPO loss -log sigma(beta h)."),
-        Case((*_random_logps(1), 0.1, 0.2),
-             hint="the flipped term enters with a PLUS sign: + eps log sigma(-z) (it is subtracted, unlike cDPO)."),
-        Case((*_random_logps(2), 0.5, 0.3), hint="divide by 1 - 2 eps, which makes the loss unbiased under flips."),
-        Case((*_random_logps(3, n=1), 2.0, 0.1), hint="return the mean over pairs, a 0-d tensor."),
-    ]
-    run_check("robust_dpo_loss", fn, _robust_reference, cases, rtol=1e-6, atol=1e-9)
+    run_check("robust_dpo_loss", fn)
 
 
-def _simpo_reference(policy_chosen_logps, policy_rejected_logps, chosen_lengths, rejected_lengths, beta, gamma):
-    z = beta * (policy_chosen_logps / chosen_lengths - policy_rejected_logps / rejected_lengths) - gamma
-    return -F.logsigmoid(z).mean()
-
-
-def check_simpo_loss(fn) -> None:
-    """simpo_loss(policy_chosen_logps, policy_rejected_logps, chosen_lengths, rejected_lengths, beta, gamma):
-    mean over pairs of -log sigma(beta (log pi(y_w)/|y_w| - log pi(y_l)/|y_l|) - gamma)."""
+def _simpo_cases():
     def case(seed, beta, gamma, hint=""):
         g = torch.Generator().manual_seed(seed)
         pc, pr = (torch.randn(5, generator=g, dtype=torch.float64) * 3 - 15 for _ in range(2))
         lc, lr = (torch.randint(1, 12, (5,), generator=g).double() for _ in range(2))
         return Case((pc, pr, lc, lr, beta, gamma), hint=hint)
 
-    cases = [
+    return [
         case(0, 2.0, 0.0, hint="divide each log-probability by its completion length before taking the difference."),
         case(1, 2.0, 0.5, hint="the margin gamma is subtracted inside the sigmoid: -log sigma(beta * diff - gamma)."),
         case(2, 10.0, 1.0, hint="beta multiplies the difference of the mean log-probabilities, not gamma."),
     ]
-    run_check("simpo_loss", fn, _simpo_reference, cases, rtol=1e-6, atol=1e-9)
 
 
-def _best_of_n_reference(ref_probs, rewards, n):
-    ref_probs = torch.as_tensor(ref_probs, dtype=torch.float64)
-    rewards = torch.as_tensor(rewards, dtype=torch.float64)
-    at_most = torch.stack([ref_probs[rewards <= r].sum() for r in rewards])  # P(r(Y) <= r(y)), Y ~ pi_ref
-    below = at_most - ref_probs  # P(r(Y) < r(y)); rewards are distinct
-    return at_most ** n - below ** n
+function_check("simpo_loss", _simpo_cases, rtol=1e-6, atol=1e-9)
+
+
+def check_simpo_loss(fn) -> None:
+    """simpo_loss(policy_chosen_logps, policy_rejected_logps, chosen_lengths, rejected_lengths, beta, gamma):
+    mean over pairs of -log sigma(beta (log pi(y_w)/|y_w| - log pi(y_l)/|y_l|) - gamma)."""
+    run_check("simpo_loss", fn)
+
+
+function_check("best_of_n_policy", lambda: [
+    Case(([0.5, 0.3, 0.2], [0.0, 1.0, 2.0], 1), hint="n = 1 draws one sample: the result is pi_ref itself."),
+    Case(([0.5, 0.3, 0.2], [0.0, 1.0, 2.0], 4),
+         hint="the best of n is y when all n samples have reward <= r(y), minus the case where all are < r(y)."),
+    Case(([0.1, 0.4, 0.2, 0.3], [2.0, -1.0, 0.5, 1.5], 3),
+         hint="rank by reward, not by position in the list: the responses are not sorted."),
+    Case(([0.25, 0.25, 0.25, 0.25], [3.0, 1.0, 2.0, 0.0], 10)),
+], rtol=1e-6, atol=1e-9)
 
 
 def check_best_of_n_policy(fn) -> None:
     """best_of_n_policy(ref_probs, rewards, n): the distribution of the highest-reward response among n
     independent samples of pi_ref (rewards distinct): P(best = y) = F(y)^n - F(y-)^n."""
-    cases = [
-        Case(([0.5, 0.3, 0.2], [0.0, 1.0, 2.0], 1), hint="n = 1 draws one sample: the result is pi_ref itself."),
-        Case(([0.5, 0.3, 0.2], [0.0, 1.0, 2.0], 4),
-             hint="the best of n is y when all n samples have reward <= r(y), minus the case where all are < r(y)."),
-        Case(([0.1, 0.4, 0.2, 0.3], [2.0, -1.0, 0.5, 1.5], 3),
-             hint="rank by reward, not by position in the list: the responses are not sorted."),
-        Case(([0.25, 0.25, 0.25, 0.25], [3.0, 1.0, 2.0, 0.0], 10)),
-    ]
-    run_check("best_of_n_policy", fn, _best_of_n_reference, cases, rtol=1e-6, atol=1e-9)
+    run_check("best_of_n_policy", fn)

@@ -1,0 +1,69 @@
+"""Answer keys for chapter 12 (positional encodings and context extension)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from lmbook.positional import apply_rope, rope_inv_freq
+from lmbook.teaching.checks import Case
+
+from . import Key
+
+# SmolLM2's RoPE: head_dim 64, base 1e5, 32 planes; plane i has wavelength 2 pi b^(2i/d). Context: 8,192 tokens.
+FULL_TURNS = sum(2 * math.pi * 1e5 ** (2 * i / 64) <= 8192 for i in range(32))
+
+
+def rope_complex(x, positions, base=10000.0):
+    return apply_rope(x, positions, rope_inv_freq(x.shape[-1], base), pairing="interleaved")
+
+
+def half_to_interleaved_rows(w, n_heads):
+    rows, d_in = w.shape
+    head_dim = rows // n_heads
+    w = w.reshape(n_heads, 2, head_dim // 2, d_in)  # (H, which half, i, d_in)
+    return w.transpose(1, 2).reshape(rows, d_in)  # (H, i, which half, d_in): rows i, i + d/2 side by side
+
+
+def rope_decay(head_dim, base, distances):
+    theta = torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
+    distances = torch.as_tensor(distances, dtype=torch.float64)
+    return torch.cos(distances[:, None] * theta).mean(dim=1)
+
+
+def _hidden_rope_complex():
+    g = torch.Generator().manual_seed(1208)
+    return [
+        Case((torch.tensor([[0.0, 1.0], [1.0, 1.0]]), torch.tensor([0, 2]))),  # turns +2 rad, position 0 stays
+        Case((torch.randn(4, 10, generator=g), torch.tensor([0, 3, 6, 9]))),
+        Case((torch.randn(1, 2, 3, 12, generator=g), torch.tensor([5, 50, 500])), {"base": 1000.0}),
+        Case((torch.randn(2, 6, 4, generator=g), torch.arange(1, 7)), {"base": 10.0}),
+    ]
+
+
+def _hidden_half_to_interleaved():
+    g = torch.Generator().manual_seed(1209)
+    return [
+        Case((torch.arange(16.0)[:, None], 2)),  # two heads of 8: rows must not cross the heads
+        Case((torch.arange(6.0)[:, None].expand(6, 3).contiguous(), 1)),  # head of 6: 0, 3, 1, 4, 2, 5
+        Case((torch.randn(32, 3, generator=g), 4)),
+        Case((torch.randn(4, 7, generator=g), 2)),  # heads of size 2: nothing moves
+        Case((torch.randn(12, 2, generator=g, dtype=torch.float64), 1)),
+    ]
+
+
+def _hidden_rope_decay():
+    return [
+        Case((4, 10000.0, [0, 5])),
+        Case((32, 100000.0, [1, 64, 4096, 8192])),
+        Case((6, 50.0, [7])),
+        Case((128, 500000.0, [0, 2, 20, 200, 20000])),
+    ]
+
+
+KEYS = {
+    "full_turns": Key(answer=FULL_TURNS),
+    "rope_complex": Key(rope_complex, _hidden_rope_complex, giveaways=("apply_rope", "rotate_pairs")),
+    "half_to_interleaved_rows": Key(half_to_interleaved_rows, _hidden_half_to_interleaved),
+    "rope_decay": Key(rope_decay, _hidden_rope_decay),
+}

@@ -1,0 +1,107 @@
+"""What runs inside the grading sandbox: execute a submission, then call its functions on the grader's inputs.
+
+Reads a job (JSON) on stdin: the submission's code cells, and for each exercise the name the student's answer
+goes by and the inputs to call it with. Runs every cell in one IPython shell, as a notebook would (magics and
+extensions included), each cell interrupted after ``cell_timeout`` seconds; what the cells print goes to stderr,
+the log. Then, for each exercise, it writes one JSON line to stdout: the answer's value, or the function's output
+on each input (or the error it raised), as plain data (:mod:`lmbook.teaching.plain`). Nothing here decides a
+grade: the grader compares these outputs with the answer keys, outside the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from contextlib import contextmanager
+
+from .plain import NotPlain, decode, encode
+
+MAX_LINE = 4 * 2**20  # bytes of JSON per exercise
+
+
+class TimeLimit(KeyboardInterrupt):
+    pass
+
+
+@contextmanager
+def time_limit(seconds: float):
+    def interrupt(signum, frame):
+        raise TimeLimit(f"interrupted after {seconds:g} s")
+
+    signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _error(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"[:500]
+
+
+def run_cells(shell, cells: list[str], cell_timeout: float) -> list[str | None]:
+    """Run each cell; return each cell's error (None where it ran cleanly)."""
+    errors = []
+    for i, source in enumerate(cells):
+        print(f"\n---- code cell {i + 1} ----", flush=True)
+        try:
+            with time_limit(cell_timeout):
+                result = shell.run_cell(source, store_history=True)
+            err = result.error_before_exec or result.error_in_exec
+        except BaseException as caught:  # the interrupt can land outside the cell's own code
+            err = caught
+        errors.append(None if err is None else _error(err))
+    return errors
+
+
+def harvest(namespace: dict, exercise: dict, case_timeout: float) -> dict:
+    """The plain-data outputs of one exercise: its value, or its function's output on each case."""
+    target = exercise["target"]
+    if target not in namespace:
+        return {"error": f"{target} is not defined"}
+    value = namespace[target]
+    if exercise["kind"] == "answer":
+        try:
+            return {"value": encode(value)}
+        except NotPlain as err:
+            return {"error": f"{target} is {err}, not a number"}
+    if not callable(value):
+        return {"error": f"{target} is not a function"}
+    outputs = []
+    for case in exercise["cases"]:
+        try:
+            args, kwargs = decode(case["args"], torch_tensors=True), decode(case["kwargs"], torch_tensors=True)
+            with time_limit(case_timeout):
+                outputs.append({"value": encode(value(*args, **kwargs))})
+        except NotPlain as err:
+            outputs.append({"error": f"returned {err}, which is not plain data"})
+        except BaseException as err:  # the student's error, or the time limit
+            outputs.append({"error": _error(err)})
+    return {"outputs": outputs}
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.read())
+    results = os.fdopen(os.dup(1), "w")  # stdout carries the results; the cells' own output goes to the log
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance(colors="NoColor", xmode="Plain")
+    errors = run_cells(shell, job["cells"], job["cell_timeout"])
+    results.write(json.dumps({"cells": errors}) + "\n")
+    results.flush()
+    for exercise in job["exercises"]:
+        line = json.dumps({"exercise": exercise["name"], **harvest(shell.user_ns, exercise, job["case_timeout"])})
+        if len(line) > MAX_LINE:
+            line = json.dumps({"exercise": exercise["name"], "error": "the outputs are too large"})
+        results.write(line + "\n")
+        results.flush()
+    os._exit(0)  # skip the interpreter's shutdown: a student's atexit hook or thread cannot delay it
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Run untrusted code (a student's notebook) in a bubblewrap sandbox, with limits.
+
+Inside the sandbox there is no network (a private loopback only), no writable file outside a private scratch
+folder in memory, and nothing of the host's file system but the operating system, Python and the installed
+``lmbook``, all read-only: not the reference notebooks, the answer keys, the other submissions, the grades or the
+instructor's home. Every process the code starts lives in the sandbox's own PID namespace and dies with it,
+daemons included. Limits (see :class:`Limits`) bound wall-clock time for the whole process tree, CPU time,
+memory, the number of processes, the scratch folder, file sizes and the output the grader keeps.
+
+``run(argv, stdin, limits)`` returns the exit status and the (truncated) stdout and stderr. Where bubblewrap is
+missing the grader refuses to run, unless told ``sandbox=False``: then the code runs with the limits but with
+the instructor's own rights and view of the file system.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Limits", "Outcome", "bwrap_available", "sandbox_argv", "run"]
+
+GiB, MiB = 2**30, 2**20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per submission: ``seconds`` of wall-clock time for the whole process tree; ``cpu_seconds`` per process;
+    ``memory`` (address space) per process; ``processes`` (threads included); ``scratch`` bytes of private
+    folder; ``file_size`` for any one file; ``output`` bytes kept of stderr (the log) and ``results`` of stdout."""
+
+    seconds: float = 600
+    cpu_seconds: int = 600
+    memory: int = 4 * GiB
+    processes: int = 256
+    scratch: int = 256 * MiB
+    file_size: int = 64 * MiB
+    output: int = 1 * MiB
+    results: int = 16 * MiB
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    truncated: bool
+    seconds: float
+
+
+def bwrap_available() -> bool:
+    """True when bubblewrap is installed and can create its namespaces here."""
+    if shutil.which("bwrap") is None:
+        return False
+    probe = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+def _read_only_paths() -> list[Path]:
+    """What the sandbox sees of the host: the system, Python, the virtual environment and lmbook itself."""
+    import lmbook
+
+    paths = [Path(p) for p in ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf",
+                               "/etc/ld.so.conf.d", "/etc/localtime", "/etc/ssl", "/etc/alternatives")]
+    paths += [Path(sys.base_prefix), Path(sys.prefix), Path(lmbook.__file__).resolve().parent]
+    return [p for p in paths if p.exists()]
+
+
+def sandbox_argv(argv: list[str], limits: Limits) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` in the sandbox."""
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    for path in _read_only_paths():
+        if path.is_symlink() and path.parent == Path("/"):
+            cmd += ["--symlink", os.readlink(path), str(path)]  # /bin -> usr/bin on merged-/usr systems
+        else:
+            cmd += ["--ro-bind", str(path), str(path)]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.scratch), "--tmpfs", "/tmp",
+            "--size", str(limits.scratch), "--tmpfs", "/sandbox", "--chdir", "/sandbox"]
+    env = {"HOME": "/sandbox", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "MPLBACKEND": "Agg",
+           "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
+           "OMP_NUM_THREADS": "1", "LMBOOK_THREADS": "1", "LMBOOK_QUIET": "1"}
+    for name, value in env.items():
+        cmd += ["--setenv", name, value]
+    return cmd + ["--", *argv]
+
+
+def _limit_resources(limits: Limits, group: Path | None):
+    """Runs in the child between fork and exec: its own session, and the kernel's per-process limits. The number
+    of processes is capped by a cgroup where the grader runs as root (RLIMIT_NPROC does not bind root)."""
+    def apply():
+        os.setsid()
+        for what, value in ((resource.RLIMIT_AS, limits.memory), (resource.RLIMIT_CPU, limits.cpu_seconds),
+                            (resource.RLIMIT_FSIZE, limits.file_size), (resource.RLIMIT_CORE, 0)):
+            resource.setrlimit(what, (value, value))
+        if group is not None:
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        else:
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    return apply
+
+
+_PIDS_ROOT = Path("/sys/fs/cgroup/pids")  # cgroup v1's pids controller, writable when the grader runs as root
+
+
+def _pids_cgroup(limits: Limits) -> Path | None:
+    """A new cgroup that caps the number of processes, or None where the grader cannot make one."""
+    if os.geteuid() != 0 or not os.access(_PIDS_ROOT, os.W_OK):
+        return None
+    group = _PIDS_ROOT / f"lmbook-grader-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        group.mkdir()
+        (group / "pids.max").write_text(str(limits.processes))
+    except OSError:
+        return None
+    return group
+
+
+def _drain(stream, limit: int, into: list, truncated: list):
+    """Keep the first ``limit`` bytes of a stream and discard the rest (reading on, so the writer never blocks)."""
+    kept = 0
+    while chunk := stream.read(65536):
+        if kept < limit:
+            into.append(chunk[: limit - kept])
+        kept += len(chunk)
+    truncated.append(kept > limit)
+
+
+def run(argv: list[str], stdin: bytes, limits: Limits, sandbox: bool = True) -> Outcome:
+    """Run ``argv`` (in the sandbox unless ``sandbox`` is False) with ``stdin`` as its input and the limits."""
+    cmd = sandbox_argv(argv, limits) if sandbox else argv
+    group = _pids_cgroup(limits)
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_limit_resources(limits, group), close_fds=True)
+    out, err, truncated = [], [], []
+    readers = [threading.Thread(target=_drain, args=(s, cap, buf, truncated), daemon=True)
+               for s, cap, buf in ((proc.stdout, limits.results, out), (proc.stderr, limits.output, err))]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    try:
+        proc.wait(timeout=limits.seconds)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    _kill_tree(proc, group)
+    for reader in readers:
+        reader.join(timeout=10)
+    return Outcome(proc.returncode, b"".join(out), b"".join(err), timed_out, any(truncated),
+                   time.monotonic() - start)
+
+
+def _kill_tree(proc: subprocess.Popen, group: Path | None):
+    """Kill the process and everything it started: its session (and, in the sandbox, its PID namespace)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    if group is not None:
+        for _ in range(50):  # the namespace's processes are killed by the kernel; wait for the group to empty
+            try:
+                pids = (group / "cgroup.procs").read_text().split()
+                for pid in pids:
+                    os.kill(int(pid), signal.SIGKILL)
+                if not pids:
+                    group.rmdir()
+                    return
+            except (OSError, ValueError):
+                return
+            time.sleep(0.05)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from lmbook.teaching.checks import Case
 
 from . import Key

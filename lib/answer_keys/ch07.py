@@ -72,7 +72,7 @@ def _hidden_kv_cache_bytes():
         Case((28, 4, 128, 32768)),
         Case((16, 16, 64, 2048), kwargs={"bytes_per_value": 1}),
         Case((2, 5, 32, 100), kwargs={"batch": 3, "bytes_per_value": 4}),
-        Case((12, 12, 64, 512, 2, 4)),  # bytes_per_value then batch, positionally
+        Case((12, 12, 64, 512, 2, 4)),  # all six arguments, positionally
         Case((80, 8, 128, 131072)),
     ]
 
@@ -99,10 +99,10 @@ def _hidden_online_attention():
 KEYS = {
     "attention_by_hand": Key(answer=_attention_by_hand()),
     "masked_softmax": Key(masked_softmax, _hidden_masked_softmax,
-                          giveaways=("softmax", "scaled_dot_product_attention")),
+                          giveaways=("scaled_dot_product_attention",)),
     "expand_kv": Key(expand_kv, _hidden_expand_kv, giveaways=("repeat_kv",)),
     "kv_cache_bytes": Key(kv_cache_bytes, _hidden_kv_cache_bytes),
     "online_attention": Key(online_attention, _hidden_online_attention,
-                            giveaways=("softmax", "scaled_dot_product_attention", "fast_attention",
+                            giveaways=("scaled_dot_product_attention", "fast_attention",
                                        "flash_attention")),
 }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-
 from lmbook import decoding
 from lmbook.teaching.checks import Case
 

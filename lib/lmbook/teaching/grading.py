@@ -1,41 +1,44 @@
-"""Autograding: run submitted student notebooks in a clean kernel and score their exercises.
+"""Autograding: run each submitted notebook in a sandbox, and grade its exercises outside it.
 
 For each submission the grader
 
-1. finds the chapter's reference notebook by file name (``NN_name.ipynb``) and reads its exercises:
-   the label of each gated solution and the self-check call that follows it;
-2. executes the submission in a fresh kernel, in a separate process with a wall-clock limit, with
-   errors allowed and each cell interrupted after ``cell_timeout`` seconds, so one broken cell does not
-   stop the rest;
-3. clears the recorded results and re-runs the *reference's* check calls at the end, so a submission
-   cannot grade itself by editing its check cells;
-4. writes one CSV row per exercise (pass/fail, points, reason) and a feedback file per student with the
-   checks' messages.
+1. finds the chapter's reference notebook by file name (``NN_name.ipynb``) and reads its exercises: the label
+   of each gated solution, and from the self-check call after it (``lmbook.checks.check_add_k(add_k_prob)``) the
+   check's name and the name of the student's answer;
+2. runs the submission's code cells in a sandbox (:mod:`lmbook.teaching.sandbox`) that sees neither the
+   reference notebooks, nor the answer keys, nor other submissions, nor the grades; there the harness
+   (:mod:`lmbook.teaching.harness`) calls the student's functions on the public inputs and on hidden ones from
+   the answer keys, and returns only their outputs, as plain data;
+3. compares those outputs with the answer keys' reference outputs, here, outside the student's reach;
+4. appends the submission's rows to ``grades.csv`` at once (exercise, pass or fail, points, reason, and flags
+   for the instructor to look at), and writes a feedback file per student.
 
-A notebook whose first code cell (the set-up and imports) fails gets zero points. A cell that loops
-forever is interrupted, and exercises that could not be checked (lost cells, a function that never
-returns) get zero points; each with its reason. The rest of the batch is still graded. Exercises without a self-check
-(written answers) are listed as ``manual`` with no points.
-
-``python -m lmbook.teaching.grading SUBMISSIONS_DIR OUT_DIR [REFERENCE_DIR]``; points per exercise default to 1
-and can be set in ``REFERENCE_DIR/points.json`` as ``{"label": points}``.
+A broken, hostile or endless submission costs its author, never the batch. ``python -m lmbook.teaching.grading
+--help`` lists the options; points per exercise default to 1 and can be set in ``REFERENCE_DIR/points.json``.
 """
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
+import os
 import re
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Exercise", "exercises_of", "grade_submission", "grade_all"]
+from . import checks, sandbox, student
+from .checks._core import CHECKS, answer_digests, answer_matches, close, comparable
+from .plain import NotPlain, decode, encode
 
-_MARK = "@@LMBOOK-RESULTS@@"
-SETUP_TIMEOUT = 300  # seconds for a submission's first code cell (imports), whatever cell_timeout is
+__all__ = ["Exercise", "exercises_of", "load_keys", "read_code_cells", "grade_submission", "grade_all",
+           "FIELDS"]
+
+FIELDS = ["student", "notebook", "exercise", "passed", "points", "max_points", "reason", "flags"]
+MAX_NOTEBOOK_BYTES = 20 * 2**20
+_CALL = re.compile(r"checks\.check_(\w+)\(\s*([A-Za-z_]\w*)\s*\)")
 
 
 @dataclass
@@ -46,8 +49,13 @@ class Exercise:
 
     @property
     def check_name(self) -> str | None:
-        m = re.search(r"check_(\w+)\(", self.check_call or "")
+        m = _CALL.search(self.check_call or "")
         return m.group(1) if m else None
+
+    @property
+    def target(self) -> str | None:
+        m = _CALL.search(self.check_call or "")
+        return m.group(2) if m else None
 
 
 def exercises_of(reference: dict, points: dict | None = None) -> list[Exercise]:
@@ -66,122 +74,238 @@ def exercises_of(reference: dict, points: dict | None = None) -> list[Exercise]:
     return found
 
 
-def _execute(nb_path: Path, cwd: Path, cell_timeout: int) -> dict:
-    """Child-process entry: execute a notebook (errors allowed) and return the executed JSON."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(nb_path, as_version=4)
-    first = next((c for c in nb.cells if c.cell_type == "code"), None)
-    client = NotebookClient(nb, allow_errors=True, interrupt_on_timeout=True, kernel_name="python3",
-                            # the set-up cell imports torch, slow on a busy machine: it gets SETUP_TIMEOUT
-                            timeout_func=lambda cell: max(cell_timeout, SETUP_TIMEOUT) if cell is first
-                            else cell_timeout,
-                            resources={"metadata": {"path": str(cwd)}})
-    client.execute()
-    return nb
+def load_keys(keys_dir) -> dict:
+    """The answer keys in ``keys_dir`` (a copy of ``lib/answer_keys``), by check name."""
+    init = Path(keys_dir) / "__init__.py"
+    if not init.is_file():
+        raise ValueError(f"keys_dir must be a folder of answer keys with an __init__.py, got {keys_dir}")
+    spec = importlib.util.spec_from_file_location("answer_keys", init, submodule_search_locations=[str(init.parent)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["answer_keys"] = module
+    spec.loader.exec_module(module)
+    return module.all_keys()
 
 
-def grade_submission(submission: Path, reference: dict, exercises: list[Exercise], *, cwd: Path,
-                     cell_timeout: int = 60, total_timeout: int = 600) -> tuple[list[dict], str]:
-    """Grade one notebook; return (one row per exercise, feedback text)."""
-    rows = lambda passed, reason, ex: {"exercise": ex.label, "passed": passed,  # noqa: E731
-                                       "points": ex.points if passed else 0.0, "max_points": ex.points,
-                                       "reason": reason}
-    graded = [e for e in exercises if e.check_call]
+def read_code_cells(path: Path) -> list[str]:
+    """The sources of a notebook's code cells; ValueError if the file is not a well-formed notebook."""
+    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB")
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise ValueError("its 'cells' is not a list of cells")
+    sources = []
+    for cell in cells:
+        source = cell.get("source", "")
+        if isinstance(source, list) and all(isinstance(s, str) for s in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise ValueError("a cell's source is neither text nor a list of lines")
+        if cell.get("cell_type") == "code":
+            sources.append(source)
+    return sources
+
+
+class Grader:
+    """The grading of one chapter: its exercises, their inputs and the keys' expected outputs (computed once)."""
+
+    def __init__(self, reference: dict, keys: dict, points: dict | None = None):
+        self.exercises = [e for e in exercises_of(reference, points) if e.check_call]
+        for e in self.exercises:
+            if e.check_name not in CHECKS or e.check_name not in keys or e.target is None:
+                raise ValueError(f"exercise {e.label}: no check or answer key for {e.check_call!r}")
+        self.keys = keys
+        self.book_cells = {c.strip() for c in read_sources(student.student_notebook(reference))}
+        self.cases = {e.check_name: self._cases(e.check_name) for e in self.exercises}
+        self.expected = {name: [comparable(CHECKS[name], keys[name].reference(*c.args, **c.kwargs))
+                                for c in self._cases(name)] for name in self.cases if CHECKS[name].kind == "function"}
+
+    def _cases(self, name: str) -> list:
+        check = CHECKS[name]
+        return [] if check.kind == "answer" else check.cases() + self.keys[name].hidden()
+
+    def job(self, cells: list[str], cell_timeout: float) -> bytes:
+        exercises = [{"name": e.check_name, "target": e.target, "kind": CHECKS[e.check_name].kind,
+                      "cases": [{"args": encode(tuple(c.args)), "kwargs": encode(dict(c.kwargs))}
+                                for c in self.cases[e.check_name]]} for e in self.exercises]
+        return json.dumps({"cells": cells, "cell_timeout": cell_timeout, "case_timeout": cell_timeout,
+                           "exercises": exercises}).encode()
+
+    def verdict(self, name: str, got: dict | None) -> tuple[bool, str]:
+        """Pass or fail, and why, for the harvested outputs ``got`` of check ``name``."""
+        check = CHECKS[name]
+        if not isinstance(got, dict):
+            return False, "could not be checked: the notebook stopped before it was reached"
+        if "error" in got:
+            return False, f"could not be checked: {got['error']}"[:300]
+        if check.kind == "answer":
+            value = _plain(got.get("value"))
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                answer_matches(name, float(value), answer_digests(name, self.keys[name].answer))
+            return ok, "passed" if ok else "the answer is not right"
+        outputs, cases, n_public = got.get("outputs"), self.cases[name], len(check.cases())
+        if not isinstance(outputs, list) or len(outputs) != len(cases):
+            return False, "could not be checked: the outputs are incomplete"
+        for i, (case, out, want) in enumerate(zip(cases, outputs, self.expected[name], strict=True)):
+            where = f"case {i + 1} ({case.call_text(name)})" if i < n_public else f"hidden case {i + 1 - n_public}"
+            if not isinstance(out, dict) or "value" not in out:
+                error = out.get("error", "no output") if isinstance(out, dict) else "no output"
+                return False, f"{where} raised {error}"[:300]
+            try:
+                value = _plain(out["value"])
+                value = check.project(value) if check.project else value
+            except Exception:  # a malformed output: the projection cannot use it
+                return False, f"{where}: the output has the wrong form"
+            if not close(want, value, check.rtol, check.atol):
+                return False, f"{where} differs from the expected output"
+        return True, "passed"
+
+    def flags(self, cells: list[str]) -> str:
+        """What in the student's own cells deserves the instructor's eye (cells as numbered in the notebook)."""
+        found, own = [], [(i, s) for i, s in enumerate(cells, 1) if s.strip() not in self.book_cells]
+        giveaways = {g for e in self.exercises for g in self.keys[e.check_name].giveaways}
+        defined = {g for g in giveaways if any(re.search(rf"\bdef\s+{g}\b", s) for _, s in own)}
+        for i, source in own:
+            what = [label for label, pattern in SUSPICIOUS if re.search(pattern, source)]
+            # the library function that is the answer: imported or called from a module anywhere, or called
+            # bare where the student's own function does not take its name
+            what += [f"uses lmbook's {g}" for g in sorted(giveaways)
+                     if re.search(rf"\.{g}\b|\bimport\b.*\b{g}\b", source)
+                     or (g not in defined and re.search(rf"(?<!def )\b{g}\s*\(", source))]
+            found += [f"cell {i}: {', '.join(what)}"] if what else []
+        return "; ".join(found)
+
+
+SUSPICIOUS = [
+    ("reaches into lmbook.checks", r"\bchecks\b|lmbook\.teaching|\bRESULTS\b"),
+    ("sys.modules or builtins", r"sys\.modules|\bbuiltins\b|__builtins__|__import__|importlib"),
+    ("tracing or frame inspection", r"settrace|setprofile|_getframe|f_locals|f_back|\binspect\b|gc\.get_"),
+    ("IPython hooks or extensions", r"get_ipython|events\.register|input_transformers|ast_transformers|%load_ext"
+                                    r"|\bIPython\b"),
+    ("the file system or processes", r"\bopen\(|\bos\.|\bpathlib\b|\bPath\(|\bshutil\b|\bsubprocess\b|\bglob\b"
+                                     r"|\bsocket\b|^\s*!|%%(?:bash|sh|writefile)"),
+]
+
+
+def read_sources(nb: dict) -> list[str]:
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _plain(data):
     try:
-        nb = json.loads(submission.read_text())
-        nb["cells"]  # noqa: B018  (a notebook must have cells)
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        return [rows(False, f"not a readable notebook: {err}", e) for e in graded], f"Could not read: {err}\n"
-    tail = ["import lmbook.checks as _checks\n_checks.RESULTS.clear()"]
-    tail += [f"print('== {e.label}')\n{e.check_call}" for e in graded]
-    tail += [f"import json as _json\nprint('{_MARK}' + _json.dumps(_checks.RESULTS))"]
-    nb["cells"] = [c for c in nb["cells"] if c.get("cell_type") in ("code", "markdown", "raw")]
-    nb["cells"] += [{"cell_type": "code", "metadata": {}, "source": s, "outputs": [], "execution_count": None}
-                    for s in tail]
-    with tempfile.TemporaryDirectory() as tmp:
-        src, out = Path(tmp) / "submission.ipynb", Path(tmp) / "executed.json"
-        src.write_text(json.dumps(nb))
-        code = ("import json, sys; from pathlib import Path; from lmbook.teaching.grading import _execute; "
-                f"Path({str(out)!r}).write_text(json.dumps(_execute(Path({str(src)!r}), Path({str(cwd)!r}), "
-                f"{cell_timeout})))")
+        return decode(data)
+    except (NotPlain, ValueError, TypeError) as err:
+        raise NotPlain(str(err)) from None
+
+
+def _parse_results(stdout: bytes) -> tuple[list, dict]:
+    """The harness's lines: the cells' errors, and each exercise's outputs (unparsable lines are skipped)."""
+    cell_errors, outputs = [], {}
+    for line in stdout.decode("utf-8", "replace").splitlines():
         try:
-            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                  timeout=total_timeout)
-        except subprocess.TimeoutExpired:
-            reason = f"time limit of {total_timeout} s exceeded"
-            return [rows(False, reason, e) for e in graded], reason + "\n"
-        if proc.returncode != 0 or not out.exists():
-            reason = "the notebook could not be executed: " + (proc.stderr.strip().splitlines() or ["?"])[-1]
-            return [rows(False, reason, e) for e in graded], reason + "\n"
-        executed = json.loads(out.read_text())
-    def error_of(cell):
-        return next((f"{o['ename']}: {o['evalue']}" for o in cell.get("outputs", [])
-                     if o.get("output_type") == "error"), "")
-
-    def text_of(cell):
-        return "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
-
-    cells = executed["cells"]
-    check_cells = cells[len(cells) - len(tail) + 1:-1]  # one per graded exercise, in order
-    results = json.loads(text_of(cells[-1]).split(_MARK, 1)[1]) if _MARK in text_of(cells[-1]) else {}
-    first_error = next((err for c in cells[: len(cells) - len(tail)] if (err := error_of(c))), "")
-    first_code = next((c for c in cells if c.get("cell_type") == "code"), {})
-    if error_of(first_code):  # the set-up / import cell failed: the notebook does not run
-        err = error_of(first_code)
-        reason = (f"the first code cell ran past {SETUP_TIMEOUT} s" if err.startswith("KeyboardInterrupt")
-                  else f"the notebook fails in its first code cell: {err}")
-        return [rows(False, reason, e) for e in graded], reason + "\n"
-    out_rows, feedback = [], []
-    for e, cell in zip(graded, check_cells, strict=True):
-        ok, err = results.get(e.check_name), error_of(cell)
-        feedback.append(text_of(cell).rstrip() + (f"\n{err}" if err else ""))
-        if ok is not None:
-            out_rows.append(rows(bool(ok), "passed" if ok else "the self-check failed (see feedback)", e))
-        elif err.startswith("KeyboardInterrupt"):
-            out_rows.append(rows(False, f"interrupted after the cell time limit of {cell_timeout} s", e))
-        else:
-            why = f"could not be checked ({err})" if err else "could not be checked"
-            out_rows.append(rows(False, why + (f"; first error in the notebook: {first_error}" if first_error
-                                               else ""), e))
-    return out_rows, "\n".join(feedback) + "\n"
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("cells"), list):
+            cell_errors = item["cells"]
+        elif isinstance(item, dict) and isinstance(item.get("exercise"), str):
+            outputs.setdefault(item["exercise"], item)
+    return cell_errors, outputs
 
 
-def grade_all(submissions_dir, out_dir, reference_dir="notebooks", cell_timeout: int = 60,
-              total_timeout: int = 600) -> Path:
-    """Grade every ``*.ipynb`` under ``submissions_dir`` (``student/NN_name.ipynb`` or ``NN_name.ipynb``);
-    write ``grades.csv`` and ``feedback/<student>.md`` into ``out_dir``; return the CSV path."""
+def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell_timeout: float = 60,
+                     use_sandbox: bool = True) -> tuple[list[dict], str]:
+    """Grade one notebook; return one row per exercise and the feedback text."""
+    def row(e, passed, reason, flags=""):
+        return {"exercise": e.label, "passed": passed, "points": e.points if passed else 0.0,
+                "max_points": e.points, "reason": reason, "flags": flags}
+
+    try:
+        cells = read_code_cells(path)
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        reason = f"not a readable notebook: {str(err)[:200]}"
+        return [row(e, False, reason) for e in grader.exercises], reason + "\n"
+    argv = [sys.executable, "-I", "-m", "lmbook.teaching.harness"]
+    outcome = sandbox.run(argv, grader.job(cells, cell_timeout), limits, sandbox=use_sandbox)
+    cell_errors, outputs = _parse_results(outcome.stdout)
+    flags = grader.flags(cells)
+    stopped = (f"the notebook ran past the time limit of {limits.seconds:g} s" if outcome.timed_out else
+               f"the notebook's process ended with status {outcome.returncode}" if outcome.returncode else "")
+    first_error = next((f"cell {i}: {err}" for i, err in enumerate(cell_errors, 1) if err), "")
+    rows, lines = [], []
+    for e in grader.exercises:
+        passed, reason = grader.verdict(e.check_name, outputs.get(e.check_name))
+        if not passed and e.check_name not in outputs:
+            reason = f"could not be checked: {stopped or 'no output'}"
+        if not passed and first_error:
+            reason += f"; first error in the notebook: {first_error}"[:300]
+        rows.append(row(e, passed, reason, flags))
+        lines.append(f"{'✓' if passed else '✗'} {e.label}: {reason}")
+    log = outcome.stderr.decode("utf-8", "replace") + ("\n[output truncated]" if outcome.truncated else "")
+    return rows, "\n".join(lines) + "\n\nWhat the notebook printed:\n" + log
+
+
+def grade_all(submissions_dir, out_dir, reference_dir="notebooks", keys_dir="lib/answer_keys", *,
+              limits: sandbox.Limits | None = None, cell_timeout: float = 60, use_sandbox: bool = True) -> Path:
+    """Grade every ``*.ipynb`` under ``submissions_dir`` (``student/NN_name.ipynb`` or ``NN_name.ipynb``); write
+    ``grades.csv`` (row by row, as each submission finishes) and ``feedback/<student>.md`` into ``out_dir``."""
     submissions_dir, out_dir, reference_dir = Path(submissions_dir), Path(out_dir), Path(reference_dir)
-    if not submissions_dir.is_dir():
-        raise ValueError(f"submissions_dir must be a directory, got {submissions_dir}")
+    _check_args(submissions_dir, reference_dir, use_sandbox)
+    limits = limits or sandbox.Limits()
     points_file = reference_dir / "points.json"
     points = json.loads(points_file.read_text()) if points_file.exists() else {}
+    keys, graders = load_keys(keys_dir), {}
     (out_dir / "feedback").mkdir(parents=True, exist_ok=True)
-    table, feedback = [], {}
-    for sub in sorted(submissions_dir.rglob("*.ipynb")):
-        student = sub.parent.name if sub.parent != submissions_dir else sub.stem
-        ref_path = reference_dir / sub.name
-        if not ref_path.exists():
-            table.append({"student": student, "notebook": sub.name, "exercise": "-", "passed": False, "points": 0,
-                          "max_points": 0, "reason": f"no reference notebook named {sub.name}"})
-            continue
-        reference = json.loads(ref_path.read_text())
-        rows, text = grade_submission(sub, reference, exercises_of(reference, points), cwd=ref_path.parent.resolve(),
-                                      cell_timeout=cell_timeout, total_timeout=total_timeout)
-        table += [{"student": student, "notebook": sub.name, **r} for r in rows]
-        feedback.setdefault(student, []).append(f"## {sub.name}\n\n```\n{text}```\n")
     csv_path = out_dir / "grades.csv"
     with csv_path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, ["student", "notebook", "exercise", "passed", "points", "max_points", "reason"])
+        writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
-        writer.writerows(table)
-    for student, parts in feedback.items():
-        (out_dir / "feedback" / f"{student}.md").write_text(f"# Feedback for {student}\n\n" + "\n".join(parts))
+        for sub in sorted(submissions_dir.rglob("*.ipynb")):
+            who = sub.parent.name if sub.parent != submissions_dir else sub.stem
+            ref_path = reference_dir / sub.name
+            if not ref_path.is_file():
+                rows, text = [{"exercise": "-", "passed": False, "points": 0, "max_points": 0, "flags": "",
+                               "reason": f"no reference notebook named {sub.name}"}], ""
+            else:
+                if sub.name not in graders:
+                    graders[sub.name] = Grader(json.loads(ref_path.read_text()), keys, points)
+                with tempfile.TemporaryDirectory() as scratch, _chdir(scratch):  # --no-sandbox: cwd is scratch
+                    rows, text = grade_submission(sub, graders[sub.name], limits, cell_timeout=cell_timeout,
+                                                  use_sandbox=use_sandbox)
+            writer.writerows({"student": who, "notebook": sub.name, **r} for r in rows)
+            f.flush()
+            os.fsync(f.fileno())
+            with (out_dir / "feedback" / f"{_safe(who)}.md").open("a") as fb:
+                fb.write(f"# {sub.name}\n\n```\n{text}```\n\n")
     return csv_path
 
 
-if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4):
-        sys.exit("usage: python -m lmbook.teaching.grading SUBMISSIONS_DIR OUT_DIR [REFERENCE_DIR]")
-    print("wrote", grade_all(*sys.argv[1:]))
+def _safe(name: str) -> str:
+    return re.sub(r"[^\w.-]", "_", name)[:100] or "_"
+
+
+class _chdir:
+    def __init__(self, path):
+        self.path, self.old = path, None
+
+    def __enter__(self):
+        self.old = os.getcwd()
+        os.chdir(self.path)
+
+    def __exit__(self, *exc):
+        os.chdir(self.old)
+
+
+def _check_args(submissions_dir: Path, reference_dir: Path, use_sandbox: bool):
+    if not submissions_dir.is_dir():
+        raise ValueError(f"submissions_dir must be a directory, got {submissions_dir}")
+    if not reference_dir.is_dir():
+        raise ValueError(f"reference_dir must be a directory, got {reference_dir}")
+    if use_sandbox and not sandbox.bwrap_available():
+        raise RuntimeError("bubblewrap (bwrap) is missing or cannot create namespaces here, so submissions cannot "
+                           "be sandboxed. Install it (Debian/Ubuntu: apt install bubblewrap), grade in a Linux "
+                           "container (see book/instructors.md), or pass --no-sandbox to run them with your own "
+                           "rights.")
+
+
+_ = checks  # the import registers every check

@@ -1,7 +1,7 @@
 """Plain data: the only thing that crosses between a student's code and the grader.
 
-:func:`encode` turns a value built from numbers, strings, bytes, lists, tuples, dicts with string keys, NumPy
-arrays and torch tensors into JSON-ready data; :func:`decode` turns it back. On the grader's side
+:func:`encode` turns a value built from numbers, strings, bytes, lists, tuples, dicts, NumPy
+arrays and torch tensors into JSON-ready data (dict keys are strings or integers); :func:`decode` turns it back. On the grader's side
 (``torch_tensors=False``) every array comes back as a NumPy array, so nothing a student wrote, such as an object
 with its own ``__eq__``, can reach the comparison. Anything else is refused with :class:`NotPlain`.
 """
@@ -45,9 +45,9 @@ def encode(value, depth: int = 0):
         items = [encode(v, depth + 1) for v in value]
         return items if isinstance(value, list) else {"tuple": items}
     if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise NotPlain("a dict whose keys are not all strings")
-        return {"dict": {k: encode(v, depth + 1) for k, v in value.items()}}
+        if not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in value):
+            raise NotPlain("a dict whose keys are not all strings or integers")
+        return {"dict": [[int(k) if isinstance(k, int) else k, encode(v, depth + 1)] for k, v in value.items()]}
     kind = "tensor" if type(value).__module__.startswith("torch") and hasattr(value, "detach") else None
     if kind and str(value.dtype) == "torch.bfloat16":
         value = value.float()  # NumPy has no bfloat16
@@ -88,8 +88,11 @@ def decode(data, torch_tensors: bool = False, depth: int = 0):
         return base64.b64decode(body, validate=True)
     if tag == "tuple" and isinstance(body, list):
         return tuple(decode(v, torch_tensors, depth + 1) for v in body)
-    if tag == "dict" and isinstance(body, dict):
-        return {str(k): decode(v, torch_tensors, depth + 1) for k, v in body.items()}
+    if tag == "dict" and isinstance(body, list):
+        pairs = [p for p in body if isinstance(p, list) and len(p) == 2 and type(p[0]) in (str, int)]
+        if len(pairs) != len(body):
+            raise NotPlain("a dict entry that is not a [key, value] pair with a string or integer key")
+        return {k: decode(v, torch_tensors, depth + 1) for k, v in pairs}
     if tag in ("array", "tensor") and isinstance(body, dict) and body.get("dtype") in _DTYPES:
         shape = body.get("shape")
         if not (isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape)):

@@ -54,12 +54,11 @@ def check_ppmi(fn) -> None:
     run_check("ppmi", fn)
 
 
-# Document ids are strings: a returned dict must have string keys to be plain data (lmbook.teaching.plain).
 function_check("rrf", lambda: [
     Case(([["a", "b", "c"], ["b", "a", "c"]],)),
     Case(([["a", "b"], ["c"]],), hint="a document missing from a ranking adds nothing for that ranking."),
     Case(([["x", "y", "z"]],), kwargs=dict(k=0), hint="ranks start at 1: with k = 0 the top scores 1/1."),
-    Case(([["3", "1", "2"], ["2", "3"], ["1"]],), kwargs=dict(k=10), hint="use the k you are given."),
+    Case(([[3, 1, 2], [2, 3], [1]],), kwargs=dict(k=10), hint="use the k you are given."),
 ], hint="RRF(d) = sum over rankings of 1 / (k + rank of d); the top document has rank 1.")
 
 

@@ -61,6 +61,8 @@ def _lora_from_delta_cases():
 
 def _shapes_and_product(output):
     """What is compared of a (B, A) pair: both shapes and the product B @ A (None if they do not multiply)."""
+    if not (isinstance(output, (list, tuple)) and len(output) == 2):
+        raise ValueError("lora_from_delta must return the pair (B, A) of two matrices")
     B, A = (np.asarray(m, dtype=np.float64) for m in output)
     product = B @ A if B.ndim == A.ndim == 2 and B.shape[1] == A.shape[0] else None
     return {"B": tuple(B.shape), "A": tuple(A.shape), "BA": product}

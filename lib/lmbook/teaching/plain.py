@@ -1,7 +1,7 @@
 """Plain data: the only thing that crosses between a student's code and the grader.
 
-:func:`encode` turns a value built from numbers, strings, bytes, lists, tuples, dicts, NumPy
-arrays and torch tensors into JSON-ready data (dict keys are strings or integers); :func:`decode` turns it back. On the grader's side
+:func:`encode` turns a value built from numbers, strings, bytes, lists, tuples, dicts (with string or integer
+keys), NumPy arrays and torch tensors into JSON-ready data; :func:`decode` turns it back. On the grader's side
 (``torch_tensors=False``) every array comes back as a NumPy array, so nothing a student wrote, such as an object
 with its own ``__eq__``, can reach the comparison. Anything else is refused with :class:`NotPlain`.
 """

@@ -112,7 +112,8 @@ def close(expected, got, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
         g = np.asarray(got.detach().cpu() if hasattr(got, "detach") else got, dtype=float)
     except (TypeError, ValueError):
         if isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple)):
-            return len(expected) == len(got) and all(close(a, b, rtol, atol) for a, b in zip(expected, got, strict=False))
+            pairs = zip(expected, got, strict=False)
+            return len(expected) == len(got) and all(close(a, b, rtol, atol) for a, b in pairs)
         return False
     if e.shape != g.shape:
         return False

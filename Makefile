@@ -14,7 +14,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 JB_BUILD := $(BIN)/jupyter-book build . --path-output _build/site
 
 .PHONY: install book test lint pytest nbval nbval-default test-repro build-check test-site test-fresh lab outputs serve bench data \
-        student grade vendor clean
+        student grade gradescope-bundle vendor clean
 
 install: $(STAMP)
 
@@ -144,10 +144,16 @@ student: install
 	rm -rf _build/student/html && cp -r _build/student/site/_build/html _build/student/html
 	@echo "Student edition: _build/student/notebooks and _build/student/html"
 
-# Grade submitted notebooks: make grade SUBMISSIONS=dir (student/NN_name.ipynb or NN_name.ipynb files).
+# Grade submitted notebooks, each in a bubblewrap sandbox: make grade SUBMISSIONS=dir (student/NN_name.ipynb or
+# NN_name.ipynb files); writes grades.csv, canvas.csv and feedback/. More options:
+# python -m lmbook.teaching.grading_cli grade --help
 grade: install
 	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=dir [GRADES=_build/grades]"; exit 2)
-	$(PY) -m lmbook.teaching.grading $(SUBMISSIONS) $(or $(GRADES),_build/grades) notebooks
+	$(PY) -m lmbook.teaching.grading_cli grade $(SUBMISSIONS) $(or $(GRADES),_build/grades)
+
+# The Gradescope autograder zip (upload it as a programming assignment's autograder).
+gradescope-bundle: install
+	$(PY) -m lmbook.teaching.grading_cli bundle _build/gradescope_autograder.zip
 
 # Re-vendor MathJax and the widget manager's icon fonts (needs npm); the copies in book/ are committed.
 MATHJAX_VERSION := 3.2.2

@@ -13,8 +13,9 @@ For each submission the grader
 4. appends the submission's rows to ``grades.csv`` at once (exercise, pass or fail, points, reason, and flags
    for the instructor to look at), and writes a feedback file per student.
 
-A broken, hostile or endless submission costs its author, never the batch. ``python -m lmbook.teaching.grading
---help`` lists the options; points per exercise default to 1 and can be set in ``REFERENCE_DIR/points.json``.
+A broken, hostile or endless submission costs its author, never the batch. The command line is
+:mod:`lmbook.teaching.grading_cli`; points per exercise default to 1 and can be set in
+``REFERENCE_DIR/points.json``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +33,8 @@ from . import checks, sandbox, student
 from .checks._core import CHECKS, answer_digests, answer_matches, close, comparable
 from .plain import NotPlain, decode, encode
 
-__all__ = ["Exercise", "exercises_of", "load_keys", "read_code_cells", "grade_submission", "grade_all",
-           "FIELDS"]
+__all__ = ["Exercise", "exercises_of", "load_keys", "read_code_cells", "Grader", "grade_submission", "grade_all",
+           "grade_one", "FIELDS"]
 
 FIELDS = ["student", "notebook", "exercise", "passed", "points", "max_points", "reason", "flags"]
 MAX_NOTEBOOK_BYTES = 20 * 2**20
@@ -269,9 +269,8 @@ def grade_all(submissions_dir, out_dir, reference_dir="notebooks", keys_dir="lib
             else:
                 if sub.name not in graders:
                     graders[sub.name] = Grader(json.loads(ref_path.read_text()), keys, points)
-                with tempfile.TemporaryDirectory() as scratch, _chdir(scratch):  # --no-sandbox: cwd is scratch
-                    rows, text = grade_submission(sub, graders[sub.name], limits, cell_timeout=cell_timeout,
-                                                  use_sandbox=use_sandbox)
+                rows, text = grade_submission(sub, graders[sub.name], limits, cell_timeout=cell_timeout,
+                                              use_sandbox=use_sandbox)
             writer.writerows({"student": who, "notebook": sub.name, **r} for r in rows)
             f.flush()
             os.fsync(f.fileno())
@@ -280,20 +279,24 @@ def grade_all(submissions_dir, out_dir, reference_dir="notebooks", keys_dir="lib
     return csv_path
 
 
+def grade_one(submission_dir, reference_dir="notebooks", keys_dir="lib/answer_keys", *,
+              limits: sandbox.Limits | None = None, cell_timeout: float = 60,
+              use_sandbox: bool = True) -> tuple[list[dict], str]:
+    """Grade the one notebook in ``submission_dir`` named like a reference notebook (Gradescope's layout)."""
+    submission_dir, reference_dir = Path(submission_dir), Path(reference_dir)
+    _check_args(submission_dir, reference_dir, use_sandbox)
+    found = sorted(p for p in submission_dir.rglob("*.ipynb") if (reference_dir / p.name).is_file())
+    if not found:
+        raise ValueError(f"submission_dir holds no notebook named like one in {reference_dir}")
+    points_file = reference_dir / "points.json"
+    points = json.loads(points_file.read_text()) if points_file.exists() else {}
+    grader = Grader(json.loads((reference_dir / found[0].name).read_text()), load_keys(keys_dir), points)
+    return grade_submission(found[0], grader, limits or sandbox.Limits(), cell_timeout=cell_timeout,
+                            use_sandbox=use_sandbox)
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^\w.-]", "_", name)[:100] or "_"
-
-
-class _chdir:
-    def __init__(self, path):
-        self.path, self.old = path, None
-
-    def __enter__(self):
-        self.old = os.getcwd()
-        os.chdir(self.path)
-
-    def __exit__(self, *exc):
-        os.chdir(self.old)
 
 
 def _check_args(submissions_dir: Path, reference_dir: Path, use_sandbox: bool):

@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -134,11 +135,28 @@ def _drain(stream, limit: int, into: list, truncated: list):
 
 
 def run(argv: list[str], stdin: bytes, limits: Limits, sandbox: bool = True) -> Outcome:
-    """Run ``argv`` (in the sandbox unless ``sandbox`` is False) with ``stdin`` as its input and the limits."""
-    cmd = sandbox_argv(argv, limits) if sandbox else argv
+    """Run ``argv`` (in the sandbox unless ``sandbox`` is False) with ``stdin`` as its input and the limits.
+    Unsandboxed, it runs in a fresh temporary folder, and as the user ``nobody`` where the grader is root."""
+    with tempfile.TemporaryDirectory() as scratch:
+        cmd, env, user = sandbox_argv(argv, limits), None, None
+        if not sandbox:
+            cmd, env = argv, {**os.environ, "HOME": scratch, "IPYTHONDIR": scratch, "MPLBACKEND": "Agg"}
+            if os.geteuid() == 0 and _others_can_run(Path(sys.executable).resolve()):
+                os.chmod(scratch, 0o777)
+                user = 65534
+        return _run(cmd, stdin, limits, scratch, env, user)
+
+
+def _others_can_run(path: Path) -> bool:
+    """True when a user other than the owner can reach and run ``path`` (every folder on the way is o+x)."""
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
+
+
+def _run(cmd, stdin, limits, cwd, env, user) -> Outcome:
     group = _pids_cgroup(limits)
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+                            env=env, user=user, group=user, extra_groups=[] if user else None,
                             preexec_fn=_limit_resources(limits, group), close_fds=True)
     out, err, truncated = [], [], []
     readers = [threading.Thread(target=_drain, args=(s, cap, buf, truncated), daemon=True)

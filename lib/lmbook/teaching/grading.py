@@ -119,17 +119,23 @@ class Grader:
         self.cases = {e.check_name: self._cases(e.check_name) for e in self.exercises}
         self.expected = {name: [comparable(CHECKS[name], keys[name].reference(*c.args, **c.kwargs))
                                 for c in self._cases(name)] for name in self.cases if CHECKS[name].kind == "function"}
+        self.inputs = [self._inputs(e) for e in self.exercises]
 
     def _cases(self, name: str) -> list:
         check = CHECKS[name]
         return [] if check.kind == "answer" else check.cases() + self.keys[name].hidden()
 
+    def _inputs(self, e: Exercise) -> dict:
+        try:
+            cases = [{"args": encode(tuple(c.args)), "kwargs": encode(dict(c.kwargs))}
+                     for c in self.cases[e.check_name]]
+        except NotPlain as err:
+            raise ValueError(f"exercise {e.label}: an input is not plain data ({err})") from None
+        return {"name": e.check_name, "target": e.target, "kind": CHECKS[e.check_name].kind, "cases": cases}
+
     def job(self, cells: list[str], cell_timeout: float) -> bytes:
-        exercises = [{"name": e.check_name, "target": e.target, "kind": CHECKS[e.check_name].kind,
-                      "cases": [{"args": encode(tuple(c.args)), "kwargs": encode(dict(c.kwargs))}
-                                for c in self.cases[e.check_name]]} for e in self.exercises]
         return json.dumps({"cells": cells, "cell_timeout": cell_timeout, "case_timeout": cell_timeout,
-                           "exercises": exercises}).encode()
+                           "exercises": self.inputs}).encode()
 
     def verdict(self, name: str, got: dict | None) -> tuple[bool, str]:
         """Pass or fail, and why, for the harvested outputs ``got`` of check ``name``."""

@@ -1,6 +1,6 @@
 """Plain data: the only thing that crosses between a student's code and the grader.
 
-:func:`encode` turns a value built from numbers, strings, bytes, lists, tuples, dicts (with string or integer
+:func:`encode` turns a value built from numbers, strings, bytes, lists, tuples, sets, dicts (with string or integer
 keys), NumPy arrays and torch tensors into JSON-ready data; :func:`decode` turns it back. On the grader's side
 (``torch_tensors=False``) every array comes back as a NumPy array, so nothing a student wrote, such as an object
 with its own ``__eq__``, can reach the comparison. Anything else is refused with :class:`NotPlain`.
@@ -44,6 +44,8 @@ def encode(value, depth: int = 0):
     if isinstance(value, (list, tuple)):
         items = [encode(v, depth + 1) for v in value]
         return items if isinstance(value, list) else {"tuple": items}
+    if isinstance(value, (set, frozenset)):
+        return {"set": sorted((encode(v, depth + 1) for v in value), key=repr)}
     if isinstance(value, dict):
         if not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in value):
             raise NotPlain("a dict whose keys are not all strings or integers")
@@ -88,6 +90,11 @@ def decode(data, torch_tensors: bool = False, depth: int = 0):
         return base64.b64decode(body, validate=True)
     if tag == "tuple" and isinstance(body, list):
         return tuple(decode(v, torch_tensors, depth + 1) for v in body)
+    if tag == "set" and isinstance(body, list):
+        try:
+            return {decode(v, torch_tensors, depth + 1) for v in body}
+        except TypeError:
+            raise NotPlain("a set of unhashable values") from None
     if tag == "dict" and isinstance(body, list):
         pairs = [p for p in body if isinstance(p, list) and len(p) == 2 and type(p[0]) in (str, int)]
         if len(pairs) != len(body):

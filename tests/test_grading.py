@@ -1,100 +1,258 @@
-"""The autograder on synthetic submissions: correct, partly wrong, broken at import, looping forever,
-with deleted cells, and not a notebook at all. The batch survives all of them."""
+"""The grader against a class of hostile submissions (tests/grading/attacks.py) on chapter 1's exercises.
 
+One batch holds honest solutions, unsolved stubs and every attack. Every attack fails: no stub earns a point,
+nothing leaks or is damaged, and the honest students keep 5/5 in the same batch. The batch always produces its
+CSV, and survives malformed notebooks, endless loops, floods, memory hogs, fork bombs and its own death.
+Small limits keep it to about two minutes.
+"""
+
+import copy
 import csv
+import hashlib
 import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
-from lmbook.teaching.grading import exercises_of, grade_all
+from grading.attacks import BREAK, FILES, FORGE
+from lmbook.teaching import grading, sandbox, student_notebook
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CHAPTER = "01_language_models_and_perplexity.ipynb"
+LIMITS = sandbox.Limits(seconds=30, cpu_seconds=30, memory=int(1.5 * sandbox.GiB), processes=64,
+                        output=256 * 1024)
+HAVE_BWRAP = sandbox.bwrap_available()
+needs_sandbox = pytest.mark.skipif(not HAVE_BWRAP and not os.environ.get("LMBOOK_REQUIRE_SANDBOX"),
+                                   reason="bubblewrap is not installed (CI installs it)")
 
 
-def md(text):
-    return {"cell_type": "markdown", "metadata": {}, "source": text}
+def code(source):
+    return {"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
 
 
-def code(text):
-    return {"cell_type": "code", "metadata": {}, "source": text, "outputs": [], "execution_count": None}
+def chapter_one_exercises() -> dict:
+    """Chapter 1 cut down to its set-up cell and its exercises (solution cells that need the chapter's own
+    variables are left out), so a submission runs in seconds."""
+    nb = json.loads((ROOT / "notebooks" / CHAPTER).read_text())
+    cells, inside, first = [], False, True
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and first:
+            cells += [cell, code("import math")]
+            first = False
+        elif cell["cell_type"] == "markdown" and "{solution-start}" in src:
+            cells.append(cell)
+            inside = True
+        elif cell["cell_type"] == "markdown" and "{solution-end}" in src:
+            cells.append(cell)
+            inside = False
+        elif cell["cell_type"] == "code" and (("def " in src or "answer =" in src) if inside else "checks." in src):
+            cells.append(cell)
+    return {**nb, "cells": cells}
 
 
-def exercise(label, solution, check):
-    return [md(f"```{{exercise-start}} {label}\n:label: {label}\n```\nTask.\n```{{exercise-end}}\n```"),
-            md(f"```{{solution-start}} {label}\n:class: dropdown\n```"), code(solution),
-            md("```{solution-end}\n```"), code(check)]
-
-
-ADD_K = "def add_k_prob(c_hw, c_h, V, k):\n    ### BEGIN SOLUTION\n    return (c_hw + k) / (c_h + k * V)\n" \
-        "    ### END SOLUTION"
-CORPUS = ("import math\ndef corpus_perplexity(ps):\n    ### BEGIN SOLUTION\n"
-          "    logs = [math.log(p) for s in ps for p in s]\n    return math.exp(-sum(logs) / len(logs))\n"
-          "    ### END SOLUTION")
-BY_HAND = "### BEGIN SOLUTION\nanswer = (0.2 * 0.5 * 0.1 * 0.4) ** -0.25\n### END SOLUTION"
-
-
-def notebook(setup="import lmbook", add_k=ADD_K, corpus=CORPUS, by_hand=BY_HAND, extra=()):
-    cells = [md("# Demo chapter"), code(setup), *extra]
-    cells += exercise("ch00-add-k", add_k, "lmbook.checks.check_add_k(add_k_prob)")
-    cells += exercise("ch00-corpus", corpus, "lmbook.checks.check_corpus_perplexity(corpus_perplexity)")
-    cells += exercise("ch00-by-hand", by_hand, "lmbook.checks.check_ppl_by_hand(answer)")
-    cells += exercise("ch00-written", "", "")[:2] + [md("A written answer."), md("```{solution-end}\n```")]
-    return {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                        "language": "python"}},
-            "nbformat": 4, "nbformat_minor": 5}
+def with_cell(nb: dict, where: str, source: str) -> dict:
+    nb = copy.deepcopy(nb)
+    nb["cells"].insert(1 if where == "start" else len(nb["cells"]), code(source))
+    return nb
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("grading")
-    (root / "reference").mkdir()
-    (root / "reference" / "00_demo.ipynb").write_text(json.dumps(notebook()))
-    (root / "reference" / "points.json").write_text(json.dumps({"ch00-corpus": 2}))
-    subs = {
-        "correct": notebook(),
-        "partly_wrong": notebook(add_k=ADD_K.replace("k * V", "V"), by_hand="answer = 4"),
-        "broken_import": notebook(setup="import lmbook\nimport numpy_that_does_not_exist"),
-        "loops_forever": notebook(add_k="def add_k_prob(c_hw, c_h, V, k):\n    while True:\n        pass"),
-        "deleted_cells": {**notebook(), "cells": notebook()["cells"][:2]},
-    }
-    for student, nb in subs.items():
-        (root / "subs" / student).mkdir(parents=True)
-        (root / "subs" / student / "00_demo.ipynb").write_text(json.dumps(nb))
-    (root / "subs" / "not_json").mkdir()
-    (root / "subs" / "not_json" / "00_demo.ipynb").write_text("{ this is not json")
-    path = grade_all(root / "subs", root / "out", root / "reference", cell_timeout=5, total_timeout=120)
+def batch(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batch")
+    reference, subs, out, home = root / "reference", root / "subs", root / "out", root / "home"
+    for d in (reference, subs, home):
+        d.mkdir()
+    honest = chapter_one_exercises()
+    (reference / CHAPTER).write_text(json.dumps(honest))
+    stub = student_notebook(honest)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.5)
+    received = []
+    threading.Thread(target=_accept, args=(server, received), daemon=True).start()
+    places = {"reference": reference, "submissions": subs, "out": out, "keys": ROOT / "lib" / "answer_keys",
+              "home": home, "port": server.getsockname()[1]}
+    loud = "%load_ext autotime\nfor i in range(20000):\n    print('an honest line', i)"
+    notebooks = {"aa_honest": with_cell(honest, "start", loud), "zz_honest": honest, "zz_stub": stub,
+                 "ab_malformed_cells": {**honest, "cells": 7}, "ac_not_json": None}
+    for name, (where, source) in {**FORGE, **FILES, **BREAK}.items():
+        for key, value in places.items():
+            source = source.replace("{" + key + "}", str(value))
+        notebooks[name] = with_cell(stub, where, source)
+    for name, nb in notebooks.items():
+        (subs / name).mkdir()
+        (subs / name / CHAPTER).write_text("{ not json" if nb is None else json.dumps(nb))
+    before = {p: _digest(p) for p in [*subs.rglob("*.ipynb"), reference / CHAPTER, _core_file()]}
+    start = time.monotonic()
+    path = grading.grade_all(subs, out, reference, ROOT / "lib" / "answer_keys", limits=LIMITS, cell_timeout=5)
+    seconds = time.monotonic() - start
+    csv_after = path.read_bytes()
+    time.sleep(1.5)  # a surviving daemon would write now
     rows = list(csv.DictReader(path.open()))
-    return root, {(r["student"], r["exercise"]): r for r in rows}
+    server.close()
+    return Batch(rows=rows, out=out, home=home, before=before, received=received, csv_after=csv_after,
+                 seconds=seconds, path=path, names=list(notebooks))
 
 
-def score(rows, student):
-    return sum(float(r["points"]) for (s, _), r in rows.items() if s == student)
+class Batch(dict):
+    def __repr__(self):  # keeps pytest's report of a failure short
+        return f"<a graded batch of {len(self['names'])} submissions>"
+
+
+def _accept(server, received):
+    while True:
+        try:
+            conn, _ = server.accept()
+            received.append(conn.recv(100))
+        except OSError:
+            if server.fileno() == -1:
+                return
+
+
+def _digest(path):
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
+def _core_file():
+    import lmbook.teaching.checks._core as core
+
+    return pathlib.Path(core.__file__)
+
+
+def points(batch, student):
+    return sum(float(r["points"]) for r in batch["rows"] if r["student"] == student)
+
+
+def feedback(batch, student):
+    return (batch["out"] / "feedback" / f"{student}.md").read_text()
+
+
+@needs_sandbox
+def test_honest_students_keep_full_marks_in_a_hostile_batch(batch):
+    assert points(batch, "aa_honest") == 5 and points(batch, "zz_honest") == 5
+    assert "an honest line 1999" in feedback(batch, "aa_honest")  # printed freely, kept up to the output limit
+    assert points(batch, "zz_stub") == 0  # after the startup-file and installed-package attacks
+
+
+@needs_sandbox
+@pytest.mark.parametrize("attack", [*FORGE, *FILES, *BREAK])
+def test_every_attack_earns_nothing(batch, attack):
+    earned = [(r["exercise"], r["reason"]) for r in batch["rows"] if r["student"] == attack and r["passed"] == "True"]
+    assert not earned, f"{attack} earned points: {earned}"
+
+
+@needs_sandbox
+def test_no_solution_and_no_file_outside_the_sandbox_is_reachable(batch):
+    text = feedback(batch, "probe_and_steal") + batch["path"].read_text()
+    assert "STOLEN []" in text
+    for line in ("return (count_hw + k) / (count_h + k * vocab_size)", "BEGIN SOLUTION", "def add_k"):
+        assert line not in text
+    assert "found a key" not in feedback(batch, "read_the_answer_keys_from_the_grader")
+    assert "modules: []" in feedback(batch, "read_the_answer_keys_from_the_grader")
+
+
+@needs_sandbox
+def test_no_file_was_written_changed_or_deleted(batch):
+    # inside the sandbox the attack may write and delete freely: its writes land in the sandbox's own memory
+    assert "could not write " + str(_core_file()) in feedback(batch, "write_and_delete_files")
+    assert all(_digest(p) == d for p, d in batch["before"].items())
+    assert not (batch["home"] / "lmbook-attack.txt").exists()
+    assert {p.name for p in batch["out"].iterdir()} == {"grades.csv", "feedback"}
+    assert {p.stem for p in (batch["out"] / "feedback").iterdir()} == set(batch["names"])
+
+
+@needs_sandbox
+def test_nothing_outlives_its_run_and_there_is_no_network(batch):
+    assert batch["path"].read_bytes() == batch["csv_after"]  # no late writer
+    assert subprocess.run(["pgrep", "-f", "lmbook-attack-daemon|lmbook.teaching.harness"]).returncode == 1
+    assert batch["received"] == []
+    assert "no network" in feedback(batch, "network")
+
+
+@needs_sandbox
+def test_limits_hold_and_cost_only_their_author(batch):
+    rows = {r["student"]: r for r in batch["rows"]}
+    assert "time limit of 30 s" in rows["loop_that_ignores_interrupts"]["reason"]
+    assert (batch["out"] / "feedback" / "flood_the_output.md").stat().st_size < 2 * LIMITS.output
+    assert "ALLOCATED" not in feedback(batch, "allocate_4_gib")
+    started = re.search(r"STARTED (\d+)", feedback(batch, "fork_bomb"))
+    assert started is None or int(started.group(1)) < LIMITS.processes
+    assert "not a readable notebook" in rows["ab_malformed_cells"]["reason"]
+    assert "not a readable notebook" in rows["ac_not_json"]["reason"]
+    assert batch["seconds"] < 400
+
+
+@needs_sandbox
+def test_flags_point_at_the_cells_that_reach_for_the_machinery(batch):
+    flags = {r["student"]: r["flags"] for r in batch["rows"]}
+    assert flags["zz_honest"] == "" and flags["zz_stub"] == ""
+    for attack, what in [("replace_check_functions", "reaches into lmbook.checks"),
+                         ("rebind_lmbook", "sys.modules"), ("settrace", "tracing"),
+                         ("read_expected_from_the_callers_frame", "frame inspection"),
+                         ("input_transformer", "IPython hooks"), ("probe_and_steal", "file system")]:
+        assert what in flags[attack], (attack, flags[attack])
+
+
+@needs_sandbox
+def test_killing_the_grader_keeps_the_rows_already_graded_and_leaves_nothing_running(tmp_path):
+    honest = chapter_one_exercises()
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "reference" / CHAPTER).write_text(json.dumps(honest))
+    for name, nb in [("a", honest), ("b", with_cell(honest, "end", "import time\ntime.sleep(600)"))]:
+        (tmp_path / "subs" / name).mkdir(parents=True)
+        (tmp_path / "subs" / name / CHAPTER).write_text(json.dumps(nb))
+    proc = subprocess.Popen([sys.executable, "-m", "lmbook.teaching.grading_cli", "grade", str(tmp_path / "subs"),
+                             str(tmp_path / "out"), "--reference", str(tmp_path / "reference"),
+                             "--keys", str(ROOT / "lib" / "answer_keys"), "--seconds", "600"])
+    grades = tmp_path / "out" / "grades.csv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (grades.exists() and grades.read_text().count("\n") >= 6):
+        time.sleep(0.5)
+    time.sleep(3)  # student b is running now
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(1)
+    rows = list(csv.DictReader(grades.open()))
+    assert [r["student"] for r in rows] == ["a"] * 5 and all(r["passed"] == "True" for r in rows)
+    assert subprocess.run(["pgrep", "-f", "lmbook.teaching.harness"]).returncode == 1
+
+
+def test_the_grader_refuses_to_run_unsandboxed_unless_told(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox, "bwrap_available", lambda: False)
+    (tmp_path / "subs").mkdir()
+    with pytest.raises(RuntimeError, match="--no-sandbox"):
+        grading.grade_all(tmp_path / "subs", tmp_path / "out", ROOT / "notebooks")
+
+
+def test_unsandboxed_grading_still_grades_and_limits(tmp_path):
+    honest = chapter_one_exercises()
+    for d in ("reference", "subs/s"):
+        (tmp_path / d).mkdir(parents=True)
+    (tmp_path / "reference" / CHAPTER).write_text(json.dumps(honest))
+    (tmp_path / "subs" / "s" / CHAPTER).write_text(json.dumps(honest))
+    path = grading.grade_all(tmp_path / "subs", tmp_path / "out", tmp_path / "reference",
+                             ROOT / "lib" / "answer_keys", limits=LIMITS, cell_timeout=5, use_sandbox=False)
+    assert sum(float(r["points"]) for r in csv.DictReader(path.open())) == 5
 
 
 def test_exercises_are_read_from_the_reference():
-    exs = exercises_of(notebook(), {"ch00-corpus": 2})
-    assert [e.label for e in exs] == ["ch00-add-k", "ch00-corpus", "ch00-by-hand", "ch00-written"]
-    assert [e.check_name for e in exs] == ["add_k", "corpus_perplexity", "ppl_by_hand", None]
-    assert exs[1].points == 2
+    exercises = grading.exercises_of(chapter_one_exercises(), {"ch01-add-k": 2})
+    assert [(e.check_name, e.target) for e in exercises] == [
+        ("ppl_by_hand", "answer"), ("add_k", "add_k_prob"), ("corpus_perplexity", "corpus_perplexity"),
+        ("optimal_logit_gap", "optimal_logit_gap"), ("bits_per_char", "bits_per_char")]
+    assert exercises[1].points == 2
 
 
-def test_correct_submission_gets_full_marks(graded):
-    _, rows = graded
-    assert score(rows, "correct") == 4  # 1 + 2 + 1; the written exercise is graded by hand
-    assert all(rows["correct", e]["reason"] == "passed" for e in ("ch00-add-k", "ch00-corpus", "ch00-by-hand"))
-
-
-def test_partly_wrong_submission_gets_partial_marks_and_feedback(graded):
-    root, rows = graded
-    assert score(rows, "partly_wrong") == 2
-    assert rows["partly_wrong", "ch00-add-k"]["passed"] == "False"
-    text = (root / "out" / "feedback" / "partly_wrong.md").read_text()
-    assert "expected" in text and "got" in text and "✓ check_corpus_perplexity" in text
-
-
-def test_broken_submissions_get_zero_with_a_reason_and_the_batch_goes_on(graded):
-    _, rows = graded
-    assert score(rows, "broken_import") == 0
-    assert "numpy_that_does_not_exist" in rows["broken_import", "ch00-add-k"]["reason"]
-    assert rows["loops_forever", "ch00-add-k"]["reason"].startswith("interrupted after the cell time limit")
-    assert score(rows, "loops_forever") == 3  # the other exercises are still graded
-    assert score(rows, "deleted_cells") == 0
-    assert "could not be checked" in rows["deleted_cells", "ch00-corpus"]["reason"]
-    assert "not a readable notebook" in rows["not_json", "ch00-add-k"]["reason"]
+def test_every_check_call_in_the_book_names_its_answer_plainly():
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for e in grading.exercises_of(json.loads(path.read_text())):
+            assert e.check_call is None or e.target, f"{path.name}: {e.check_call}"

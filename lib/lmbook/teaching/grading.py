@@ -145,9 +145,8 @@ class Grader:
         if "error" in got:
             return False, f"could not be checked: {got['error']}"[:300]
         if check.kind == "answer":
-            value = _plain(got.get("value"))
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-                answer_matches(name, float(value), answer_digests(name, self.keys[name].answer))
+            value = _number(got.get("value"))
+            ok = value is not None and answer_matches(name, value, answer_digests(name, self.keys[name].answer))
             return ok, "passed" if ok else "the answer is not right"
         outputs, cases, n_public = got.get("outputs"), self.cases[name], len(check.cases())
         if not isinstance(outputs, list) or len(outputs) != len(cases):
@@ -202,6 +201,14 @@ def _plain(data):
         return decode(data)
     except (NotPlain, ValueError, TypeError) as err:
         raise NotPlain(str(err)) from None
+
+
+def _number(data) -> float | None:
+    """A plain number, or a one-element array (a tensor answer), as a float; None for anything else."""
+    value = _plain(data)
+    if hasattr(value, "size") and value.size == 1 and value.dtype.kind in "iuf":
+        value = value.item()
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _parse_results(stdout: bytes) -> tuple[list, dict]:

@@ -68,15 +68,18 @@ def bwrap_available() -> bool:
 def _read_only_paths() -> list[Path]:
     """What the sandbox sees of the host: the system, Python, the virtual environment and lmbook itself."""
     import lmbook
+    from lmbook.pretrained import cache_dir  # SmolLM2's dequantized weights, derived from the installed file
 
     paths = [Path(p) for p in ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf",
                                "/etc/ld.so.conf.d", "/etc/localtime", "/etc/ssl", "/etc/alternatives")]
-    paths += [Path(sys.base_prefix), Path(sys.prefix), Path(lmbook.__file__).resolve().parent]
+    paths += [Path(sys.base_prefix), Path(sys.prefix), Path(lmbook.__file__).resolve().parent, cache_dir()]
     return [p for p in paths if p.exists()]
 
 
 def sandbox_argv(argv: list[str], limits: Limits) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in the sandbox."""
+    from lmbook.pretrained import cache_dir
+
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
     for path in _read_only_paths():
         if path.is_symlink() and path.parent == Path("/"):
@@ -87,7 +90,7 @@ def sandbox_argv(argv: list[str], limits: Limits) -> list[str]:
             "--size", str(limits.scratch), "--tmpfs", "/sandbox", "--chdir", "/sandbox"]
     env = {"HOME": "/sandbox", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "MPLBACKEND": "Agg",
            "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
-           "OMP_NUM_THREADS": "1", "LMBOOK_THREADS": "1", "LMBOOK_QUIET": "1"}
+           "OMP_NUM_THREADS": "1", "LMBOOK_THREADS": "1", "LMBOOK_QUIET": "1", "LMBOOK_CACHE": str(cache_dir())}
     for name, value in env.items():
         cmd += ["--setenv", name, value]
     return cmd + ["--", *argv]

@@ -4,7 +4,8 @@ Reads a job (JSON) on stdin: the submission's code cells, and for each exercise 
 goes by and the inputs to call it with. Runs every cell in one IPython shell, as a notebook would (magics and
 extensions included), each cell interrupted after ``cell_timeout`` seconds; what the cells print goes to stderr,
 the log. Then, for each exercise, it writes one JSON line to stdout: the answer's value, or the function's output
-on each input (or the error it raised), as plain data (:mod:`lmbook.teaching.plain`). Nothing here decides a
+on each input (or the error it raised), as plain data; an answer is taken as it stood when its self-check cell
+ran (:mod:`lmbook.teaching.plain`). Nothing here decides a
 grade: the grader compares these outputs with the answer keys, outside the sandbox.
 """
 
@@ -42,9 +43,10 @@ def _error(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"[:500]
 
 
-def run_cells(shell, cells: list[str], cell_timeout: float) -> list[str | None]:
-    """Run each cell; return each cell's error (None where it ran cleanly)."""
-    errors = []
+def run_cells(shell, cells: list[str], cell_timeout: float, exercises: list[dict]) -> tuple[list, dict]:
+    """Run each cell; return each cell's error (None where it ran cleanly), and each exercise's answer as it
+    stood right after the cell that calls its self-check (a notebook may reuse a name such as ``answer``)."""
+    errors, answers = [], {}
     for i, source in enumerate(cells):
         print(f"\n---- code cell {i + 1} ----", flush=True)
         try:
@@ -54,15 +56,18 @@ def run_cells(shell, cells: list[str], cell_timeout: float) -> list[str | None]:
         except BaseException as caught:  # the interrupt can land outside the cell's own code
             err = caught
         errors.append(None if err is None else _error(err))
-    return errors
+        for e in exercises:
+            if f"check_{e['name']}(" in source and e["name"] not in answers and e["target"] in shell.user_ns:
+                answers[e["name"]] = shell.user_ns[e["target"]]
+    return errors, answers
 
 
-def harvest(namespace: dict, exercise: dict, case_timeout: float) -> dict:
+def harvest(answers: dict, namespace: dict, exercise: dict, case_timeout: float) -> dict:
     """The plain-data outputs of one exercise: its value, or its function's output on each case."""
     target = exercise["target"]
-    if target not in namespace:
+    if exercise["name"] not in answers and target not in namespace:
         return {"error": f"{target} is not defined"}
-    value = namespace[target]
+    value = answers.get(exercise["name"], namespace.get(target))
     if exercise["kind"] == "answer":
         try:
             return {"value": encode(value)}
@@ -91,11 +96,12 @@ def main() -> None:
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance(colors="NoColor", xmode="Plain")
-    errors = run_cells(shell, job["cells"], job["cell_timeout"])
+    errors, answers = run_cells(shell, job["cells"], job["cell_timeout"], job["exercises"])
     results.write(json.dumps({"cells": errors}) + "\n")
     results.flush()
     for exercise in job["exercises"]:
-        line = json.dumps({"exercise": exercise["name"], **harvest(shell.user_ns, exercise, job["case_timeout"])})
+        outputs = harvest(answers, shell.user_ns, exercise, job["case_timeout"])
+        line = json.dumps({"exercise": exercise["name"], **outputs})
         if len(line) > MAX_LINE:
             line = json.dumps({"exercise": exercise["name"], "error": "the outputs are too large"})
         results.write(line + "\n")

@@ -256,3 +256,27 @@ def test_every_check_call_in_the_book_names_its_answer_plainly():
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         for e in grading.exercises_of(json.loads(path.read_text())):
             assert e.check_call is None or e.target, f"{path.name}: {e.check_call}"
+
+
+@needs_sandbox
+def test_an_answer_is_graded_as_it_stood_when_its_check_ran(tmp_path):
+    """Two exercises of chapter 11 both name their result ``answer``; each is graded on its own value."""
+    from answer_keys import all_keys
+
+    keys = all_keys()
+
+    def exercise(label, check, value):
+        return [{"cell_type": "markdown", "metadata": {}, "source": f"```{{solution-start}} {label}\n```"},
+                code(f"### BEGIN SOLUTION\nanswer = {value!r}\n### END SOLUTION"),
+                {"cell_type": "markdown", "metadata": {}, "source": "```{solution-end}\n```"},
+                code(f"lmbook.checks.check_{check}(answer)")]
+
+    nb = {"cells": [code("import lmbook"), *exercise("a", "kv_example", keys["kv_example"].answer),
+                    *exercise("b", "context_budget", keys["context_budget"].answer)],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    for d in ("reference", "subs/s"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "11_x.ipynb").write_text(json.dumps(nb))
+    path = grading.grade_all(tmp_path / "subs", tmp_path / "out", tmp_path / "reference",
+                             ROOT / "lib" / "answer_keys", limits=LIMITS, cell_timeout=5)
+    assert [r["passed"] for r in csv.DictReader(path.open())] == ["True", "True"]

@@ -280,3 +280,18 @@ def test_an_answer_is_graded_as_it_stood_when_its_check_ran(tmp_path):
     path = grading.grade_all(tmp_path / "subs", tmp_path / "out", tmp_path / "reference",
                              ROOT / "lib" / "answer_keys", limits=LIMITS, cell_timeout=5)
     assert [r["passed"] for r in csv.DictReader(path.open())] == ["True", "True"]
+
+
+@pytest.mark.parametrize("stdout", [
+    b'{"exercise": "add_k", "outputs": [{"value": {"array": {"dtype": "float64", "shape": [9], "data": [1]}}}]}',
+    b'{"exercise": "ppl_by_hand", "value": {"pickle": "x"}}\n{"exercise": "add_k", "outputs": 7}',
+    b'{"exercise": "ppl_by_hand", "value": [3.97]}\n{"exercise": "add_k", "outputs": [[1], {"value": 1}]}',
+    b"\xff\xfe not json at all", b'{"cells": 5}\n' * 1000])
+def test_forged_or_malformed_harness_output_earns_nothing_and_never_crashes(stdout, tmp_path, monkeypatch):
+    from answer_keys import all_keys
+
+    grader = grading.Grader(chapter_one_exercises(), all_keys())
+    monkeypatch.setattr(sandbox, "run", lambda *a, **k: sandbox.Outcome(0, stdout, b"", False, False, 0.1))
+    (tmp_path / CHAPTER).write_text(json.dumps(chapter_one_exercises()))
+    rows, _ = grading.grade_submission(tmp_path / CHAPTER, grader, LIMITS)
+    assert len(rows) == 5 and not any(r["passed"] for r in rows)

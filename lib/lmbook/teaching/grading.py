@@ -247,7 +247,10 @@ def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell
     first_error = next((f"cell {i}: {err}" for i, err in enumerate(cell_errors, 1) if err), "")
     rows, lines = [], []
     for e in grader.exercises:
-        passed, reason = grader.verdict(e.check_name, outputs.get(e.check_name))
+        try:
+            passed, reason = grader.verdict(e.check_name, outputs.get(e.check_name))
+        except Exception as err:  # output the harness never writes: whatever it is, it earns nothing
+            passed, reason = False, f"could not be checked: malformed output ({type(err).__name__})"
         if not passed and e.check_name not in outputs:
             reason = f"could not be checked: {stopped or 'no output'}"
         if not passed and first_error:
@@ -282,8 +285,14 @@ def grade_all(submissions_dir, out_dir, reference_dir="notebooks", keys_dir="lib
             else:
                 if sub.name not in graders:
                     graders[sub.name] = Grader(json.loads(ref_path.read_text()), keys, points)
-                rows, text = grade_submission(sub, graders[sub.name], limits, cell_timeout=cell_timeout,
-                                              use_sandbox=use_sandbox)
+                try:
+                    rows, text = grade_submission(sub, graders[sub.name], limits, cell_timeout=cell_timeout,
+                                                  use_sandbox=use_sandbox)
+                except Exception as err:  # a failure of the grader itself costs this submission, not the batch
+                    reason = f"the grader could not run this submission: {type(err).__name__}: {err}"[:300]
+                    rows = [{"exercise": e.label, "passed": False, "points": 0.0, "max_points": e.points,
+                             "reason": reason, "flags": ""} for e in graders[sub.name].exercises]
+                    text = reason + "\n"
             writer.writerows({"student": who, "notebook": sub.name, **r} for r in rows)
             f.flush()
             os.fsync(f.fileno())

@@ -80,14 +80,15 @@ def sandbox_argv(argv: list[str], limits: Limits) -> list[str]:
     """The bubblewrap command line that runs ``argv`` in the sandbox."""
     from lmbook.pretrained import cache_dir
 
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-    for path in _read_only_paths():
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
+           "--proc", "/proc", "--dev", "/dev", "--size", str(limits.scratch), "--tmpfs", "/tmp",
+           "--size", str(limits.scratch), "--tmpfs", "/sandbox"]
+    for path in _read_only_paths():  # after the scratch folders: Python may live under /tmp (a CI checkout)
         if path.is_symlink() and path.parent == Path("/"):
             cmd += ["--symlink", os.readlink(path), str(path)]  # /bin -> usr/bin on merged-/usr systems
         else:
             cmd += ["--ro-bind", str(path), str(path)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.scratch), "--tmpfs", "/tmp",
-            "--size", str(limits.scratch), "--tmpfs", "/sandbox", "--chdir", "/sandbox"]
+    cmd += ["--chdir", "/sandbox"]
     env = {"HOME": "/sandbox", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "MPLBACKEND": "Agg",
            "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
            "OMP_NUM_THREADS": "1", "LMBOOK_THREADS": "1", "LMBOOK_QUIET": "1", "LMBOOK_CACHE": str(cache_dir())}

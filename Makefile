@@ -151,9 +151,11 @@ grade: install
 	@test -n "$(SUBMISSIONS)" || (echo "usage: make grade SUBMISSIONS=dir [GRADES=_build/grades]"; exit 2)
 	$(PY) -m lmbook.teaching.grading_cli grade $(SUBMISSIONS) $(or $(GRADES),_build/grades)
 
-# The Gradescope autograder zip (upload it as a programming assignment's autograder).
+# The Gradescope autograder zip of one chapter: make gradescope-bundle NB=01_language_models_and_perplexity.ipynb
+# (upload it as that programming assignment's autograder).
 gradescope-bundle: install
-	$(PY) -m lmbook.teaching.grading_cli bundle _build/gradescope_autograder.zip
+	@test -n "$(NB)" || (echo "usage: make gradescope-bundle NB=NN_name.ipynb"; exit 2)
+	$(PY) -m lmbook.teaching.grading_cli bundle _build/gradescope_$(basename $(NB)).zip --notebook $(NB)
 
 # Re-vendor MathJax and the widget manager's icon fonts (needs npm); the copies in book/ are committed.
 MATHJAX_VERSION := 3.2.2

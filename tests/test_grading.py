@@ -22,7 +22,7 @@ import time
 
 import pytest
 from grading.attacks import BREAK, FILES, FORGE
-from lmbook.teaching import grading, sandbox, student_notebook
+from lmbook.teaching import flags, grading, sandbox, student_notebook
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTER = "01_language_models_and_perplexity.ipynb"
@@ -81,9 +81,14 @@ def batch(tmp_path_factory):
     threading.Thread(target=_accept, args=(server, received), daemon=True).start()
     places = {"reference": reference, "submissions": subs, "out": out, "keys": ROOT / "lib" / "answer_keys",
               "home": home, "port": server.getsockname()[1]}
-    loud = "%load_ext autotime\nfor i in range(20000):\n    print('an honest line', i)"
-    notebooks = {"aa_honest": with_cell(honest, "start", loud), "zz_honest": honest, "zz_stub": stub,
-                 "ab_malformed_cells": {**honest, "cells": 7}, "ac_not_json": None}
+    loud = "%load_ext autotime\nfor i in range(2000):\n    print('an honest line', i)"
+    spy = copy.deepcopy(honest)  # prints its inputs: the self-check's public ones, never the hidden ones
+    for cell in spy["cells"]:
+        head = "def add_k_prob(count_hw, count_h, vocab_size, k):\n"
+        cell["source"] = "".join(cell["source"]).replace(
+            head, head + "    print('ARGS', (count_hw, count_h, vocab_size, k))\n")
+    notebooks = {"aa_honest": with_cell(spy, "start", loud), "zz_honest": honest,
+                 "zz_stub": stub, "ab_malformed_cells": {**honest, "cells": 7}, "ac_not_json": None}
     for name, (where, source) in {**FORGE, **FILES, **BREAK}.items():
         for key, value in places.items():
             source = source.replace("{" + key + "}", str(value))
@@ -91,7 +96,14 @@ def batch(tmp_path_factory):
     for name, nb in notebooks.items():
         (subs / name).mkdir()
         (subs / name / CHAPTER).write_text("{ not json" if nb is None else json.dumps(nb))
-    before = {p: _digest(p) for p in [*subs.rglob("*.ipynb"), reference / CHAPTER, _core_file()]}
+    (subs / "ad_link_to_the_reference").mkdir()  # a link, a FIFO and a copy one folder too deep earn nothing
+    (subs / "ad_link_to_the_reference" / CHAPTER).symlink_to(reference / CHAPTER)
+    (subs / "ae_fifo").mkdir()
+    os.mkfifo(subs / "ae_fifo" / CHAPTER)
+    (subs / "zz_stub" / "zz_honest").mkdir()
+    (subs / "zz_stub" / "zz_honest" / CHAPTER).write_text(json.dumps(honest))
+    before = {p: _digest(p) for p in [*subs.glob("*/*.ipynb"), reference / CHAPTER, _core_file()]
+              if p.is_file() and not p.is_symlink()}
     start = time.monotonic()
     path = grading.grade_all(subs, out, reference, ROOT / "lib" / "answer_keys", limits=LIMITS, cell_timeout=5)
     seconds = time.monotonic() - start
@@ -136,11 +148,27 @@ def feedback(batch, student):
     return (batch["out"] / "feedback" / f"{student}.md").read_text()
 
 
+def has(batch, student, text):
+    """Whether a student's feedback holds ``text`` (a function, so that a failure does not print the feedback)."""
+    return text in feedback(batch, student)
+
+
 @needs_sandbox
 def test_honest_students_keep_full_marks_in_a_hostile_batch(batch):
     assert points(batch, "aa_honest") == 5 and points(batch, "zz_honest") == 5
-    assert "an honest line 1999" in feedback(batch, "aa_honest")  # printed freely, kept up to the output limit
+    assert has(batch, "aa_honest", "an honest line 1999")  # printed freely
     assert points(batch, "zz_stub") == 0  # after the startup-file and installed-package attacks
+    assert has(batch, "aa_honest", "ARGS (3, 10, 5, 1.0)")  # the notebook's own self-check
+    assert not has(batch, "aa_honest", "ARGS (0, 3, 7, 0.25)")  # a hidden input stays hidden
+
+
+@needs_sandbox
+def test_links_fifos_and_nested_copies_earn_nothing(batch):
+    rows = {(r["student"], r["reason"]) for r in batch["rows"]}
+    assert points(batch, "ad_link_to_the_reference") == 0 and points(batch, "ae_fifo") == 0
+    assert all("not a regular file" in reason for s, reason in rows if s in ("ad_link_to_the_reference", "ae_fifo"))
+    assert [r for r in batch["rows"] if r["student"] == "zz_stub"] and points(batch, "zz_honest") == 5
+    assert len([r for r in batch["rows"] if r["student"] == "zz_honest"]) == 5  # the nested copy is not graded
 
 
 @needs_sandbox
@@ -153,21 +181,22 @@ def test_every_attack_earns_nothing(batch, attack):
 @needs_sandbox
 def test_no_solution_and_no_file_outside_the_sandbox_is_reachable(batch):
     text = feedback(batch, "probe_and_steal") + batch["path"].read_text()
-    assert "STOLEN []" in text
-    for line in ("return (count_hw + k) / (count_h + k * vocab_size)", "BEGIN SOLUTION", "def add_k"):
-        assert line not in text
-    assert "found a key" not in feedback(batch, "read_the_answer_keys_from_the_grader")
-    assert "modules: []" in feedback(batch, "read_the_answer_keys_from_the_grader")
+    leaked = [line for line in ("return (count_hw + k) / (count_h + k * vocab_size)", "BEGIN SOLUTION", "def add_k")
+              if line in text]
+    assert has(batch, "probe_and_steal", "STOLEN []") and not leaked
+    assert not has(batch, "read_the_answer_keys_from_the_grader", "found a key")
+    assert has(batch, "read_the_answer_keys_from_the_grader", "modules: []")
 
 
 @needs_sandbox
 def test_no_file_was_written_changed_or_deleted(batch):
     # inside the sandbox the attack may write and delete freely: its writes land in the sandbox's own memory
-    assert "could not write " + str(_core_file()) in feedback(batch, "write_and_delete_files")
+    assert has(batch, "write_and_delete_files", f"could not write {_core_file()}")
     assert all(_digest(p) == d for p, d in batch["before"].items())
     assert not (batch["home"] / "lmbook-attack.txt").exists()
     assert {p.name for p in batch["out"].iterdir()} == {"grades.csv", "feedback"}
-    assert {p.stem for p in (batch["out"] / "feedback").iterdir()} == set(batch["names"])
+    assert {p.stem for p in (batch["out"] / "feedback").iterdir()} == {*batch["names"], "ad_link_to_the_reference",
+                                                                         "ae_fifo"}
 
 
 @needs_sandbox
@@ -175,7 +204,9 @@ def test_nothing_outlives_its_run_and_there_is_no_network(batch):
     assert batch["path"].read_bytes() == batch["csv_after"]  # no late writer
     assert subprocess.run(["pgrep", "-f", "lmbook-attack-daemon|lmbook.teaching.harness"]).returncode == 1
     assert batch["received"] == []
-    assert "no network" in feedback(batch, "network")
+    assert has(batch, "network", "no network")
+    assert not has(batch, "write_kernel_settings", "WROTE")
+    assert has(batch, "write_kernel_settings", "refused /proc/sys/kernel/core_pattern")
 
 
 @needs_sandbox
@@ -183,7 +214,7 @@ def test_limits_hold_and_cost_only_their_author(batch):
     rows = {r["student"]: r for r in batch["rows"]}
     assert "time limit of 30 s" in rows["loop_that_ignores_interrupts"]["reason"]
     assert (batch["out"] / "feedback" / "flood_the_output.md").stat().st_size < 2 * LIMITS.output
-    assert "ALLOCATED" not in feedback(batch, "allocate_4_gib")
+    assert not has(batch, "allocate_4_gib", "ALLOCATED")
     started = re.search(r"STARTED (\d+)", feedback(batch, "fork_bomb"))
     assert started is None or int(started.group(1)) < LIMITS.processes
     assert "not a readable notebook" in rows["ab_malformed_cells"]["reason"]
@@ -295,3 +326,21 @@ def test_forged_or_malformed_harness_output_earns_nothing_and_never_crashes(stdo
     (tmp_path / CHAPTER).write_text(json.dumps(chapter_one_exercises()))
     rows, _ = grading.grade_submission(tmp_path / CHAPTER, grader, LIMITS)
     assert len(rows) == 5 and not any(r["passed"] for r in rows)
+
+
+def test_flags_take_linear_time_on_a_huge_line():
+    start = time.monotonic()
+    found = flags.flag_cells(["x = merge_pair(1)  # " + "import " * 200_000], set(), {"merge_pair"})
+    assert time.monotonic() - start < 5 and "uses lmbook's merge_pair" in found
+
+
+def test_a_gradescope_submission_is_graded_on_its_assignment_only(tmp_path, monkeypatch):
+    """A solved notebook of another chapter beside the assigned one earns nothing."""
+    monkeypatch.setattr(sandbox, "bwrap_available", lambda: True)
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ref" / CHAPTER).write_text(json.dumps(chapter_one_exercises()))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "05_other.ipynb").write_text(json.dumps(chapter_one_exercises()))
+    rows, _ = grading.grade_one(tmp_path / "sub", CHAPTER, tmp_path / "ref", ROOT / "lib" / "answer_keys")
+    assert len(rows) == 5 and not any(r["passed"] for r in rows)
+    assert "no notebook named" in rows[0]["reason"]

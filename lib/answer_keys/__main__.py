@@ -9,7 +9,7 @@ import sys
 
 import lmbook.teaching.checks  # noqa: F401  (registers every check)
 from lmbook.teaching.checks._core import CHECKS, EXPECTED_PATH, answer_digests, comparable
-from lmbook.teaching.plain import encode
+from lmbook.teaching.plain import decode, encode
 
 from . import all_keys
 
@@ -18,7 +18,10 @@ def expected_entry(name: str, key) -> dict:
     check = CHECKS[name]
     if check.kind == "answer":
         return {"digests": answer_digests(name, key.answer)}
-    return {"outputs": [encode(comparable(check, key.reference(*c.args, **c.kwargs))) for c in check.cases()]}
+    inputs = [encode({"args": tuple(c.args), "kwargs": dict(c.kwargs)}) for c in check.cases()]
+    stored = [decode(json.loads(json.dumps(i)), torch_tensors=True) for i in inputs]
+    return {"inputs": inputs,
+            "outputs": [encode(comparable(check, key.reference(*s["args"], **s["kwargs"]))) for s in stored]}
 
 
 def render(entries: dict) -> str:

@@ -143,6 +143,14 @@ if os.fork() == 0:
     os._exit(0)
 time.sleep(0.5)
 """),
+    "write_kernel_settings": ("end", """
+for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/swappiness", "/proc/sysrq-trigger"):
+    try:
+        open(path, "w").close()
+        print("WROTE", path)
+    except OSError as err:
+        print("refused", path, type(err).__name__)
+"""),
     "network": ("end", """
 import socket
 try:

@@ -88,22 +88,27 @@ sandbox=""
   # as the user nobody, who cannot read this folder.
   chmod -R go-rwx /autograder/source; sandbox="--no-sandbox"; }
 /opt/lmbook/bin/python -m lmbook.teaching.grading_cli gradescope /autograder/submission \\
-  /autograder/results/results.json --reference notebooks --keys answer_keys $sandbox
+  /autograder/results/results.json --notebook {notebook} --reference notebooks --keys answer_keys $sandbox
 """
 
 
-def gradescope_bundle(out_zip, reference_dir, keys_dir, lmbook_src) -> Path:
-    """The autograder zip: upload it as a Gradescope programming assignment's autograder."""
-    out_zip = Path(out_zip)
+def gradescope_bundle(out_zip, notebook: str, reference_dir, keys_dir, lmbook_src) -> Path:
+    """The autograder zip of one assignment, the chapter ``notebook``: upload it as a Gradescope programming
+    assignment's autograder. Only that notebook is graded, whatever else a submission holds."""
+    out_zip, reference = Path(out_zip), Path(reference_dir) / notebook
+    if not reference.is_file():
+        raise ValueError(f"notebook must name a notebook in {reference_dir}, got {notebook!r}")
     with zipfile.ZipFile(out_zip, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+        z.write(reference, f"notebooks/{notebook}")
+        run = RUN_AUTOGRADER.replace("{notebook}", notebook)
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", run)):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
             z.writestr(info, text)
-        for folder, arcname in ((Path(reference_dir), "notebooks"), (Path(keys_dir), "answer_keys")):
-            for path in sorted(folder.rglob("*")):
-                if path.is_file() and path.suffix in (".ipynb", ".py", ".json") and "__pycache__" not in path.parts:
-                    z.write(path, f"{arcname}/{path.relative_to(folder)}")
+        for path in sorted(Path(keys_dir).glob("*.py")):
+            z.write(path, f"answer_keys/{path.name}")
+        if (Path(reference_dir) / "points.json").is_file():
+            z.write(Path(reference_dir) / "points.json", "notebooks/points.json")
         root = Path(lmbook_src)
         for path in sorted((root / "lib" / "lmbook").rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:

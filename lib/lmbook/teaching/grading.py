@@ -13,9 +13,8 @@ For each submission the grader
 4. appends the submission's rows to ``grades.csv`` at once (exercise, pass or fail, points, reason, and flags
    for the instructor to look at), and writes a feedback file per student.
 
-A broken, hostile or endless submission costs its author, never the batch. The command line is
-:mod:`lmbook.teaching.grading_cli`; points per exercise default to 1 and can be set in
-``REFERENCE_DIR/points.json``.
+A broken, hostile or endless submission costs its author, never the batch. Command line:
+:mod:`lmbook.teaching.grading_cli`; points per exercise: ``REFERENCE_DIR/points.json`` (default 1).
 """
 
 from __future__ import annotations
@@ -25,11 +24,12 @@ import importlib.util
 import json
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import checks, sandbox, student
+from . import checks, flags, sandbox, student
 from .checks._core import CHECKS, answer_digests, answer_matches, close, comparable
 from .plain import NotPlain, decode, encode
 
@@ -49,13 +49,11 @@ class Exercise:
 
     @property
     def check_name(self) -> str | None:
-        m = _CALL.search(self.check_call or "")
-        return m.group(1) if m else None
+        return (m := _CALL.search(self.check_call or "")) and m.group(1)
 
     @property
     def target(self) -> str | None:
-        m = _CALL.search(self.check_call or "")
-        return m.group(2) if m else None
+        return (m := _CALL.search(self.check_call or "")) and m.group(2)
 
 
 def exercises_of(reference: dict, points: dict | None = None) -> list[Exercise]:
@@ -88,9 +86,14 @@ def load_keys(keys_dir) -> dict:
 
 def read_code_cells(path: Path) -> list[str]:
     """The sources of a notebook's code cells; ValueError if the file is not a well-formed notebook."""
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+    if not stat.S_ISREG(os.lstat(path).st_mode):  # a link could name the reference notebook; a FIFO would stall
+        raise ValueError("not a regular file")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(data) > MAX_NOTEBOOK_BYTES:
         raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB")
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb = json.loads(data.decode("utf-8"))
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
         raise ValueError("its 'cells' is not a list of cells")
@@ -115,7 +118,8 @@ class Grader:
             if e.check_name not in CHECKS or e.check_name not in keys or e.target is None:
                 raise ValueError(f"exercise {e.label}: no check or answer key for {e.check_call!r}")
         self.keys = keys
-        self.book_cells = {c.strip() for c in read_sources(student.student_notebook(reference))}
+        self.book_cells = {"".join(c["source"]).strip() for c in student.student_notebook(reference)["cells"]
+                           if c["cell_type"] == "code"}
         self.cases = {e.check_name: self._cases(e.check_name) for e in self.exercises}
         self.expected = {name: [comparable(CHECKS[name], keys[name].reference(*c.args, **c.kwargs))
                                 for c in self._cases(name)] for name in self.cases if CHECKS[name].kind == "function"}
@@ -155,6 +159,7 @@ class Grader:
             where = f"case {i + 1} ({case.call_text(name)})" if i < n_public else f"hidden case {i + 1 - n_public}"
             if not isinstance(out, dict) or "value" not in out:
                 error = out.get("error", "no output") if isinstance(out, dict) else "no output"
+                error = str(error) if i < n_public else "an error"  # a hidden input stays hidden
                 return False, f"{where} raised {error}"[:300]
             try:
                 value = _plain(out["value"])
@@ -166,34 +171,9 @@ class Grader:
         return True, "passed"
 
     def flags(self, cells: list[str]) -> str:
-        """What in the student's own cells deserves the instructor's eye (cells as numbered in the notebook)."""
-        found, own = [], [(i, s) for i, s in enumerate(cells, 1) if s.strip() not in self.book_cells]
+        """What in the student's own cells deserves the instructor's eye (see :mod:`lmbook.teaching.flags`)."""
         giveaways = {g for e in self.exercises for g in self.keys[e.check_name].giveaways}
-        defined = {g for g in giveaways if any(re.search(rf"\bdef\s+{g}\b", s) for _, s in own)}
-        for i, source in own:
-            what = [label for label, pattern in SUSPICIOUS if re.search(pattern, source)]
-            # the library function that is the answer: imported or called from a module anywhere, or called
-            # bare where the student's own function does not take its name
-            what += [f"uses lmbook's {g}" for g in sorted(giveaways)
-                     if re.search(rf"\.{g}\b|\bimport\b.*\b{g}\b", source)
-                     or (g not in defined and re.search(rf"(?<!def )\b{g}\s*\(", source))]
-            found += [f"cell {i}: {', '.join(what)}"] if what else []
-        return "; ".join(found)
-
-
-SUSPICIOUS = [
-    ("reaches into lmbook.checks", r"\bchecks\b|lmbook\.teaching|\bRESULTS\b"),
-    ("sys.modules or builtins", r"sys\.modules|\bbuiltins\b|__builtins__|__import__|importlib"),
-    ("tracing or frame inspection", r"settrace|setprofile|_getframe|f_locals|f_back|\binspect\b|gc\.get_"),
-    ("IPython hooks or extensions", r"get_ipython|events\.register|input_transformers|ast_transformers|%load_ext"
-                                    r"|\bIPython\b"),
-    ("the file system or processes", r"\bopen\(|\bos\.|\bpathlib\b|\bPath\(|\bshutil\b|\bsubprocess\b|\bglob\b"
-                                     r"|\bsocket\b|^\s*!|%%(?:bash|sh|writefile)"),
-]
-
-
-def read_sources(nb: dict) -> list[str]:
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+        return flags.flag_cells(cells, self.book_cells, giveaways)
 
 
 def _plain(data):
@@ -242,6 +222,8 @@ def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell
     outcome = sandbox.run(argv, grader.job(cells, cell_timeout), limits, sandbox=use_sandbox)
     cell_errors, outputs = _parse_results(outcome.stdout)
     flags = grader.flags(cells)
+    flags = "; ".join([flags] * bool(flags) + [f"{e.label}: the graded function is lmbook's own" for e in
+                       grader.exercises if str(outputs.get(e.check_name, {}).get("module", "")).startswith("lmbook")])
     stopped = (f"the notebook ran past the time limit of {limits.seconds:g} s" if outcome.timed_out else
                f"the notebook's process ended with status {outcome.returncode}" if outcome.returncode else "")
     first_error = next((f"cell {i}: {err}" for i, err in enumerate(cell_errors, 1) if err), "")
@@ -261,64 +243,95 @@ def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell
     return rows, "\n".join(lines) + "\n\nWhat the notebook printed:\n" + log
 
 
+def submissions(submissions_dir: Path) -> list[tuple[str, Path]]:
+    """(student, notebook) for ``student/NN_name.ipynb`` and ``NN_name.ipynb`` (the student is the file's stem).
+    Links and folders of folders are not followed: a link could name another student's or the reference notebook."""
+    found = []
+    for entry in sorted(submissions_dir.iterdir()):
+        if entry.is_symlink():
+            continue
+        if entry.is_dir():
+            found += [(entry.name, nb) for nb in sorted(entry.iterdir()) if nb.suffix == ".ipynb"]
+        elif entry.suffix == ".ipynb":
+            found.append((entry.stem, entry))
+    return found
+
+
 def grade_all(submissions_dir, out_dir, reference_dir="notebooks", keys_dir="lib/answer_keys", *,
               limits: sandbox.Limits | None = None, cell_timeout: float = 60, use_sandbox: bool = True) -> Path:
-    """Grade every ``*.ipynb`` under ``submissions_dir`` (``student/NN_name.ipynb`` or ``NN_name.ipynb``); write
-    ``grades.csv`` (row by row, as each submission finishes) and ``feedback/<student>.md`` into ``out_dir``."""
+    """Grade every submission under ``submissions_dir`` (see :func:`submissions`); write ``grades.csv`` (row by
+    row, as each submission finishes) and ``feedback/<student>.md`` into ``out_dir``."""
     submissions_dir, out_dir, reference_dir = Path(submissions_dir), Path(out_dir), Path(reference_dir)
     _check_args(submissions_dir, reference_dir, use_sandbox)
-    limits = limits or sandbox.Limits()
-    points_file = reference_dir / "points.json"
-    points = json.loads(points_file.read_text()) if points_file.exists() else {}
-    keys, graders = load_keys(keys_dir), {}
+    limits, keys, graders, names = limits or sandbox.Limits(), load_keys(keys_dir), {}, {}
     (out_dir / "feedback").mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "grades.csv"
     with csv_path.open("w", newline="") as f:
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
-        for sub in sorted(submissions_dir.rglob("*.ipynb")):
-            who = sub.parent.name if sub.parent != submissions_dir else sub.stem
-            ref_path = reference_dir / sub.name
-            if not ref_path.is_file():
+        for who, sub in submissions(submissions_dir):
+            if not (reference_dir / sub.name).is_file():
                 rows, text = [{"exercise": "-", "passed": False, "points": 0, "max_points": 0, "flags": "",
                                "reason": f"no reference notebook named {sub.name}"}], ""
             else:
                 if sub.name not in graders:
-                    graders[sub.name] = Grader(json.loads(ref_path.read_text()), keys, points)
-                try:
-                    rows, text = grade_submission(sub, graders[sub.name], limits, cell_timeout=cell_timeout,
-                                                  use_sandbox=use_sandbox)
-                except Exception as err:  # a failure of the grader itself costs this submission, not the batch
-                    reason = f"the grader could not run this submission: {type(err).__name__}: {err}"[:300]
-                    rows = [{"exercise": e.label, "passed": False, "points": 0.0, "max_points": e.points,
-                             "reason": reason, "flags": ""} for e in graders[sub.name].exercises]
-                    text = reason + "\n"
+                    graders[sub.name] = _grader(reference_dir, sub.name, keys)
+                rows, text = _grade_safely(sub, graders[sub.name], limits, cell_timeout, use_sandbox)
             writer.writerows({"student": who, "notebook": sub.name, **r} for r in rows)
             f.flush()
             os.fsync(f.fileno())
-            with (out_dir / "feedback" / f"{_safe(who)}.md").open("a") as fb:
-                fb.write(f"# {sub.name}\n\n```\n{text}```\n\n")
+            name = names.setdefault(who, _safe(who, taken=set(names.values())))
+            with (out_dir / "feedback" / f"{name}.md").open("a") as fb:
+                fb.write(f"# {sub.name}\n\n{_fenced(text)}\n\n")
     return csv_path
 
 
-def grade_one(submission_dir, reference_dir="notebooks", keys_dir="lib/answer_keys", *,
+def grade_one(submission_dir, notebook: str, reference_dir="notebooks", keys_dir="lib/answer_keys", *,
               limits: sandbox.Limits | None = None, cell_timeout: float = 60,
               use_sandbox: bool = True) -> tuple[list[dict], str]:
-    """Grade the one notebook in ``submission_dir`` named like a reference notebook (Gradescope's layout)."""
+    """Grade the notebook named ``notebook`` in ``submission_dir`` (Gradescope's layout: one assignment)."""
     submission_dir, reference_dir = Path(submission_dir), Path(reference_dir)
     _check_args(submission_dir, reference_dir, use_sandbox)
-    found = sorted(p for p in submission_dir.rglob("*.ipynb") if (reference_dir / p.name).is_file())
-    if not found:
-        raise ValueError(f"submission_dir holds no notebook named like one in {reference_dir}")
+    if not (reference_dir / notebook).is_file():
+        raise ValueError(f"notebook must name a notebook in {reference_dir}, got {notebook!r}")
+    grader = _grader(reference_dir, notebook, load_keys(keys_dir))
+    path = submission_dir / notebook
+    if not path.exists():
+        reason = f"the submission holds no notebook named {notebook}"
+        return [{"exercise": e.label, "passed": False, "points": 0.0, "max_points": e.points, "reason": reason,
+                 "flags": ""} for e in grader.exercises], reason + "\n"
+    return _grade_safely(path, grader, limits or sandbox.Limits(), cell_timeout, use_sandbox)
+
+
+def _grader(reference_dir: Path, notebook: str, keys: dict) -> Grader:
     points_file = reference_dir / "points.json"
     points = json.loads(points_file.read_text()) if points_file.exists() else {}
-    grader = Grader(json.loads((reference_dir / found[0].name).read_text()), load_keys(keys_dir), points)
-    return grade_submission(found[0], grader, limits or sandbox.Limits(), cell_timeout=cell_timeout,
-                            use_sandbox=use_sandbox)
+    return Grader(json.loads((reference_dir / notebook).read_text()), keys, points)
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^\w.-]", "_", name)[:100] or "_"
+def _grade_safely(path, grader, limits, cell_timeout, use_sandbox) -> tuple[list[dict], str]:
+    try:
+        return grade_submission(path, grader, limits, cell_timeout=cell_timeout, use_sandbox=use_sandbox)
+    except Exception as err:  # a failure of the grader itself costs this submission, not the batch
+        reason = f"the grader could not run this submission: {type(err).__name__}: {err}"[:300]
+        return [{"exercise": e.label, "passed": False, "points": 0.0, "max_points": e.points, "reason": reason,
+                 "flags": ""} for e in grader.exercises], reason + "\n"
+
+
+def _fenced(text: str) -> str:
+    """``text`` in a Markdown code block whose fence no line of the text can close."""
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return f"{fence}\n{text}\n{fence}"
+
+
+def _safe(name: str, taken=()) -> str:
+    """A file name for a student: their folder's name where it is safe, made unique."""
+    base = re.sub(r"[^\w.-]", "_", name)[:100].lstrip(".") or "_"
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
 
 
 def _check_args(submissions_dir: Path, reference_dir: Path, use_sandbox: bool):

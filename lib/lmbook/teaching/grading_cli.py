@@ -36,15 +36,18 @@ def main(argv=None) -> None:
     one = commands.add_parser("gradescope", help="grade one Gradescope submission into results.json")
     one.add_argument("submission")
     one.add_argument("results")
+    one.add_argument("--notebook", required=True, help="the assignment's notebook, e.g. 01_...ipynb")
     _options(one)
-    bundle = commands.add_parser("bundle", help="write the Gradescope autograder zip")
+    bundle = commands.add_parser("bundle", help="write the Gradescope autograder zip of one assignment")
     bundle.add_argument("out_zip")
+    bundle.add_argument("--notebook", required=True, help="the assignment's notebook, e.g. 01_...ipynb")
     bundle.add_argument("--reference", default="notebooks")
     bundle.add_argument("--keys", default="lib/answer_keys")
     bundle.add_argument("--source", default=".", help="the book's repository (for the lmbook sources)")
     args = parser.parse_args(argv)
     if args.command == "bundle":
-        print("wrote", exports.gradescope_bundle(args.out_zip, args.reference, args.keys, args.source))
+        print("wrote", exports.gradescope_bundle(args.out_zip, args.notebook, args.reference, args.keys,
+                                                 args.source))
         return
     if args.no_sandbox:
         print(NO_SANDBOX_WARNING, file=sys.stderr)
@@ -58,7 +61,8 @@ def main(argv=None) -> None:
             print("wrote", grades, "and", canvas)
         else:
             start = time.monotonic()
-            rows, feedback = grading.grade_one(args.submission, args.reference, args.keys, **options)
+            rows, feedback = grading.grade_one(args.submission, args.notebook, args.reference, args.keys,
+                                               **options)
             exports.write_json(args.results, exports.gradescope_results(rows, feedback, time.monotonic() - start))
             print("wrote", args.results)
     except (ValueError, RuntimeError) as err:

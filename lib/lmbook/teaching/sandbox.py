@@ -1,15 +1,19 @@
 """Run untrusted code (a student's notebook) in a bubblewrap sandbox, with limits.
 
-Inside the sandbox there is no network (a private loopback only), no writable file outside a private scratch
-folder in memory, and nothing of the host's file system but the operating system, Python and the installed
+Inside the sandbox there is no network (a private loopback only), no writable file outside private scratch
+folders in memory, and nothing of the host's file system but the operating system, Python and the installed
 ``lmbook``, all read-only: not the reference notebooks, the answer keys, the other submissions, the grades or the
-instructor's home. Every process the code starts lives in the sandbox's own PID namespace and dies with it,
-daemons included. Limits (see :class:`Limits`) bound wall-clock time for the whole process tree, CPU time,
-memory, the number of processes, the scratch folder, file sizes and the output the grader keeps.
+instructor's home. The kernel settings under ``/proc`` are read-only. Every process the code starts lives in the
+sandbox's own PID namespace and dies with it, daemons included. Limits (see :class:`Limits`) bound wall-clock
+time for the whole process tree, CPU time, memory, the number of processes, the scratch folders, file sizes and
+the output the grader keeps. Memory and processes are capped for the whole tree by cgroups where the grader runs
+as root on a host with cgroup v1 controllers; elsewhere memory is capped per process, and processes by
+RLIMIT_NPROC (which counts all of the user's processes).
 
 ``run(argv, stdin, limits)`` returns the exit status and the (truncated) stdout and stderr. Where bubblewrap is
 missing the grader refuses to run, unless told ``sandbox=False``: then the code runs with the limits but with
-the instructor's own rights and view of the file system.
+the instructor's view of the file system and the network (as the user ``nobody`` where the grader is root and
+Python is readable by others).
 """
 
 from __future__ import annotations
@@ -58,11 +62,17 @@ class Outcome:
 
 
 def bwrap_available() -> bool:
-    """True when bubblewrap is installed and can create its namespaces here."""
+    """True when bubblewrap is installed and can build this module's sandbox here (the same command line)."""
     if shutil.which("bwrap") is None:
         return False
-    probe = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True)
+    probe = subprocess.run(sandbox_argv(["/bin/true"], Limits()), capture_output=True)
     return probe.returncode == 0
+
+
+# Where the sandbox's user is the host's root (the grader runs as root), these parts of /proc would let it change
+# the host's kernel settings or read kernel state; they are made read-only or hidden, as container runtimes do.
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/asound")
+_PROC_HIDDEN = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms")
 
 
 def _read_only_paths() -> list[Path]:
@@ -81,8 +91,11 @@ def sandbox_argv(argv: list[str], limits: Limits) -> list[str]:
     from lmbook.pretrained import cache_dir
 
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
-           "--proc", "/proc", "--dev", "/dev", "--size", str(limits.scratch), "--tmpfs", "/tmp",
-           "--size", str(limits.scratch), "--tmpfs", "/sandbox"]
+           "--proc", "/proc", "--dev", "/dev"]
+    for folder in ("/tmp", "/sandbox", "/dev/shm"):
+        cmd += ["--size", str(limits.scratch), "--tmpfs", folder]
+    cmd += [arg for p in _PROC_READ_ONLY if Path(p).exists() for arg in ("--ro-bind", p, p)]
+    cmd += [arg for p in _PROC_HIDDEN if Path(p).exists() for arg in ("--ro-bind", "/dev/null", p)]
     for path in _read_only_paths():  # after the scratch folders: Python may live under /tmp (a CI checkout)
         if path.is_symlink() and path.parent == Path("/"):
             cmd += ["--symlink", os.readlink(path), str(path)]  # /bin -> usr/bin on merged-/usr systems
@@ -97,35 +110,40 @@ def sandbox_argv(argv: list[str], limits: Limits) -> list[str]:
     return cmd + ["--", *argv]
 
 
-def _limit_resources(limits: Limits, group: Path | None):
-    """Runs in the child between fork and exec: its own session, and the kernel's per-process limits. The number
-    of processes is capped by a cgroup where the grader runs as root (RLIMIT_NPROC does not bind root)."""
+def _limit_resources(limits: Limits, group: list[Path]):
+    """Runs in the child between fork and exec: its own session, the kernel's per-process limits, and the
+    cgroups that cap the whole tree's processes and memory where the grader can make them (as root)."""
     def apply():
         os.setsid()
         for what, value in ((resource.RLIMIT_AS, limits.memory), (resource.RLIMIT_CPU, limits.cpu_seconds),
                             (resource.RLIMIT_FSIZE, limits.file_size), (resource.RLIMIT_CORE, 0)):
             resource.setrlimit(what, (value, value))
-        if group is not None:
-            (group / "cgroup.procs").write_text(str(os.getpid()))
-        else:
+        for g in group:
+            (g / "cgroup.procs").write_text(str(os.getpid()))
+        if not group:  # RLIMIT_NPROC does not bind root, and counts all of the user's processes
             resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
     return apply
 
 
-_PIDS_ROOT = Path("/sys/fs/cgroup/pids")  # cgroup v1's pids controller, writable when the grader runs as root
+_CGROUPS = {"pids": ("pids.max", "processes"), "memory": ("memory.limit_in_bytes", "memory")}  # cgroup v1
 
 
-def _pids_cgroup(limits: Limits) -> Path | None:
-    """A new cgroup that caps the number of processes, or None where the grader cannot make one."""
-    if os.geteuid() != 0 or not os.access(_PIDS_ROOT, os.W_OK):
-        return None
-    group = _PIDS_ROOT / f"lmbook-grader-{os.getpid()}-{time.monotonic_ns()}"
-    try:
-        group.mkdir()
-        (group / "pids.max").write_text(str(limits.processes))
-    except OSError:
-        return None
-    return group
+def _cgroups(limits: Limits) -> list[Path]:
+    """New cgroups capping the processes and the total memory (tmpfs and shared memory included) of one run;
+    none where the grader cannot make them (not root, or no cgroup v1 hierarchy for them)."""
+    made = []
+    for controller, (knob, field) in _CGROUPS.items():
+        root = Path("/sys/fs/cgroup") / controller
+        if os.geteuid() != 0 or not os.access(root, os.W_OK):
+            continue
+        group = root / f"lmbook-grader-{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            group.mkdir()
+            (group / knob).write_text(str(getattr(limits, field)))
+            made.append(group)
+        except OSError:
+            continue
+    return made
 
 
 def _drain(stream, limit: int, into: list, truncated: list):
@@ -146,8 +164,8 @@ def run(argv: list[str], stdin: bytes, limits: Limits, sandbox: bool = True) -> 
         if not sandbox:
             cmd, env = argv, {**os.environ, "HOME": scratch, "IPYTHONDIR": scratch, "MPLBACKEND": "Agg"}
             if os.geteuid() == 0 and _others_can_run(Path(sys.executable).resolve()):
-                os.chmod(scratch, 0o777)
                 user = 65534
+                os.chown(scratch, user, user)
         return _run(cmd, stdin, limits, scratch, env, user)
 
 
@@ -157,7 +175,7 @@ def _others_can_run(path: Path) -> bool:
 
 
 def _run(cmd, stdin, limits, cwd, env, user) -> Outcome:
-    group = _pids_cgroup(limits)
+    group = _cgroups(limits)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
                             env=env, user=user, group=user, extra_groups=[] if user else None,
@@ -184,14 +202,14 @@ def _run(cmd, stdin, limits, cwd, env, user) -> Outcome:
                    time.monotonic() - start)
 
 
-def _kill_tree(proc: subprocess.Popen, group: Path | None):
+def _kill_tree(proc: subprocess.Popen, groups: list[Path]):
     """Kill the process and everything it started: its session (and, in the sandbox, its PID namespace)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     proc.wait()
-    if group is not None:
+    for group in groups:
         for _ in range(50):  # the namespace's processes are killed by the kernel; wait for the group to empty
             try:
                 pids = (group / "cgroup.procs").read_text().split()
@@ -199,7 +217,7 @@ def _kill_tree(proc: subprocess.Popen, group: Path | None):
                     os.kill(int(pid), signal.SIGKILL)
                 if not pids:
                     group.rmdir()
-                    return
+                    break
             except (OSError, ValueError):
-                return
+                break
             time.sleep(0.05)

@@ -64,7 +64,8 @@ def _shapes_and_product(output):
     if not (isinstance(output, (list, tuple)) and len(output) == 2):
         raise ValueError("lora_from_delta must return the pair (B, A) of two matrices")
     B, A = (np.asarray(m, dtype=np.float64) for m in output)
-    product = B @ A if B.ndim == A.ndim == 2 and B.shape[1] == A.shape[0] else None
+    fits = B.ndim == A.ndim == 2 and B.shape[1] == A.shape[0] and B.shape[0] * A.shape[1] <= 10**6  # no huge B A
+    product = B @ A if fits else None
     return {"B": tuple(B.shape), "A": tuple(A.shape), "BA": product}
 
 

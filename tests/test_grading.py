@@ -87,7 +87,20 @@ def batch(tmp_path_factory):
         head = "def add_k_prob(count_hw, count_h, vocab_size, k):\n"
         cell["source"] = "".join(cell["source"]).replace(
             head, head + "    print('ARGS', (count_hw, count_h, vocab_size, k))\n")
-    notebooks = {"aa_honest": with_cell(spy, "start", loud), "zz_honest": honest,
+    leak = copy.deepcopy(honest)  # a solved notebook whose add_k_prob tries every way out with its inputs
+    for cell in leak["cells"]:
+        head = "def add_k_prob(count_hw, count_h, vocab_size, k):\n"
+        if head in "".join(cell["source"]):
+            cell["source"] = "import json, os\n_saved = os.dup(2)\n" + "".join(cell["source"]).replace(head, head + (
+                "    seen = f'HIDDEN {(count_hw, count_h, vocab_size, k)}'\n    print(seen)\n"
+                "    os.write(_saved, (seen + '\\n').encode())\n"
+                "    for fd in range(3, 30):\n"
+                "        try:\n"
+                "            os.write(fd, (json.dumps({'exercise': 'corpus_perplexity',"
+                " 'outputs': [{'error': seen}]}) + '\\n').encode())\n"
+                "        except OSError:\n"
+                "            pass\n"))
+    notebooks = {"aa_honest": with_cell(spy, "start", loud), "zz_honest": honest, "ag_leak_hidden_inputs": leak,
                  "zz_stub": stub, "ab_malformed_cells": {**honest, "cells": 7}, "ac_not_json": None}
     for name, (where, source) in {**FORGE, **FILES, **BREAK}.items():
         for key, value in places.items():
@@ -100,6 +113,8 @@ def batch(tmp_path_factory):
     (subs / "ad_link_to_the_reference" / CHAPTER).symlink_to(reference / CHAPTER)
     (subs / "ae_fifo").mkdir()
     os.mkfifo(subs / "ae_fifo" / CHAPTER)
+    (subs / "af_bad_name").mkdir()  # a file name that is not UTF-8
+    (subs / "af_bad_name" / os.fsdecode(b"\xff.ipynb")).write_text("{}")
     (subs / "zz_stub" / "zz_honest").mkdir()
     (subs / "zz_stub" / "zz_honest" / CHAPTER).write_text(json.dumps(honest))
     before = {p: _digest(p) for p in [*subs.glob("*/*.ipynb"), reference / CHAPTER, _core_file()]
@@ -163,6 +178,17 @@ def test_honest_students_keep_full_marks_in_a_hostile_batch(batch):
 
 
 @needs_sandbox
+def test_hidden_inputs_never_leave_the_sandbox(batch):
+    text = "".join(p.read_text(errors="replace") for p in (batch["out"] / "feedback").iterdir())
+    text += batch["path"].read_text(errors="replace")
+    assert has(batch, "ag_leak_hidden_inputs", "HIDDEN (3, 10, 5, 1.0)")  # public, in the notebook's own run
+    assert "HIDDEN (12, 40, 250, 0.5)" not in text and "[12, 40, 250, 0.5]" not in text
+    # right answers, all the same, but for the line it forged for corpus_perplexity, which came first
+    assert points(batch, "ag_leak_hidden_inputs") == 4
+    assert has(batch, "find_the_job_in_memory", "JOB") and "0.25]" not in feedback(batch, "find_the_job_in_memory")
+
+
+@needs_sandbox
 def test_links_fifos_and_nested_copies_earn_nothing(batch):
     rows = {(r["student"], r["reason"]) for r in batch["rows"]}
     assert points(batch, "ad_link_to_the_reference") == 0 and points(batch, "ae_fifo") == 0
@@ -196,7 +222,7 @@ def test_no_file_was_written_changed_or_deleted(batch):
     assert not (batch["home"] / "lmbook-attack.txt").exists()
     assert {p.name for p in batch["out"].iterdir()} == {"grades.csv", "feedback"}
     assert {p.stem for p in (batch["out"] / "feedback").iterdir()} == {*batch["names"], "ad_link_to_the_reference",
-                                                                         "ae_fifo"}
+                                                                         "ae_fifo", "af_bad_name"}
 
 
 @needs_sandbox
@@ -212,7 +238,7 @@ def test_nothing_outlives_its_run_and_there_is_no_network(batch):
 @needs_sandbox
 def test_limits_hold_and_cost_only_their_author(batch):
     rows = {r["student"]: r for r in batch["rows"]}
-    assert "time limit of 30 s" in rows["loop_that_ignores_interrupts"]["reason"]
+    assert "limit" in rows["loop_that_ignores_interrupts"]["reason"]  # of wall-clock or of CPU time
     assert (batch["out"] / "feedback" / "flood_the_output.md").stat().st_size < 2 * LIMITS.output
     assert not has(batch, "allocate_4_gib", "ALLOCATED")
     started = re.search(r"STARTED (\d+)", feedback(batch, "fork_bomb"))
@@ -344,3 +370,17 @@ def test_a_gradescope_submission_is_graded_on_its_assignment_only(tmp_path, monk
     rows, _ = grading.grade_one(tmp_path / "sub", CHAPTER, tmp_path / "ref", ROOT / "lib" / "answer_keys")
     assert len(rows) == 5 and not any(r["passed"] for r in rows)
     assert "no notebook named" in rows[0]["reason"]
+
+
+def test_the_grader_keeps_its_environment_from_unsandboxed_code(monkeypatch):
+    monkeypatch.setenv("LMBOOK_TEST_SECRET", "s3cret")
+    code = "import os; print(sorted(os.environ))"
+    out = sandbox.run([sys.executable, "-c", code], b"", LIMITS, sandbox=False).stdout.decode()
+    assert "LMBOOK_TEST_SECRET" not in out and "HOME" in out
+
+
+def test_sets_and_dicts_from_a_submission_are_bounded():
+    from lmbook.teaching.plain import MAX_KEYS, NotPlain, decode
+
+    with pytest.raises(NotPlain):
+        decode({"set": list(range(MAX_KEYS + 1))})

@@ -97,7 +97,8 @@ FILES = {
 import glob, os
 found = []
 for pattern in ("{reference}/*.ipynb", "{keys}/*.py", "{submissions}/*/*.ipynb", "{out}/*", "{home}/*",
-                "/work/**/answer_keys/*.py", "/*/notebooks/*.ipynb", "/*/*/notebooks/*.ipynb", "/root/*", "/home/*"):
+                "/work/**/answer_keys/*.py", "/*/notebooks/*.ipynb", "/*/*/notebooks/*.ipynb", "/root/*", "/home/*",
+                "/etc/ssl/*", "/etc/shadow"):
     found += glob.glob(pattern, recursive=True)
 print("STOLEN", found)
 for path in found:
@@ -151,6 +152,17 @@ for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/swappiness", "/proc/
     except OSError as err:
         print("refused", path, type(err).__name__)
 """),
+    "nested_user_namespace": ("end", """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print("UNSHARE", libc.unshare(0x10000000))  # CLONE_NEWUSER: a way into more of the kernel
+"""),
+    "find_the_job_in_memory": ("end", """
+import gc, json
+for obj in gc.get_objects():
+    if isinstance(obj, dict) and "exercises" in obj:
+        print("JOB", json.dumps(obj, default=str)[:5000])
+"""),
     "network": ("end", """
 import socket
 try:
@@ -175,6 +187,9 @@ for pid in os.listdir("/proc"):
 }
 
 BREAK = {
+    "surrogate_in_an_error": ("end", """
+raise RuntimeError("\\ud800 a character UTF-8 cannot encode")
+"""),
     "loop_that_ignores_interrupts": ("end", """
 while True:
     try:

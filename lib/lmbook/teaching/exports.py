@@ -73,7 +73,7 @@ def gradescope_results(rows: list[dict], feedback: str, seconds: float) -> dict:
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image.
 set -euo pipefail
-apt-get install -y bubblewrap python3-venv
+apt-get update && apt-get install -y bubblewrap python3-venv
 python3 -m venv /opt/lmbook
 /opt/lmbook/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 /opt/lmbook/bin/pip install /autograder/source/lmbook-src ipython ipython-autotime

@@ -21,7 +21,9 @@ SUSPICIOUS = [
     ("IPython hooks or extensions", r"get_ipython|events\.register|input_transformers|ast_transformers|%load_ext"
                                     r"|\bIPython\b"),
     ("the file system or processes", r"\bopen\(|\bos\.|\bpathlib\b|\bPath\(|\bshutil\b|\bsubprocess\b|\bglob\b"
-                                     r"|\bsocket\b|\bio\.|^\s*!|%%(?:bash|sh|writefile)"),
+                                     r"|\bsocket\b|\bio\.|^[ \t]*!|%%(?:bash|sh|writefile)"),
+    ("imports a system module", r"\bimport\s+(?:os|io|sys|gc|ctypes|inspect|importlib|builtins|subprocess|socket)\b"
+                                r"|\bfrom\s+(?:os|io|sys|gc|ctypes|inspect|importlib|builtins|subprocess|socket)\b"),
     ("dynamic code or names", r"\bexec\(|\beval\(|\bcompile\(|\bvars\(|\bgetattr\(|\bglobals\(\)"),
 ]
 

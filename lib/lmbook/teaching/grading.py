@@ -24,20 +24,18 @@ import importlib.util
 import json
 import os
 import re
-import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import checks, flags, sandbox, student
+from . import checks, flags, harness, sandbox, student, submissions
 from .checks._core import CHECKS, answer_digests, answer_matches, close, comparable
 from .plain import NotPlain, decode, encode
 
-__all__ = ["Exercise", "exercises_of", "load_keys", "read_code_cells", "Grader", "grade_submission", "grade_all",
+__all__ = ["Exercise", "exercises_of", "load_keys", "Grader", "grade_submission", "grade_all",
            "grade_one", "FIELDS"]
 
 FIELDS = ["student", "notebook", "exercise", "passed", "points", "max_points", "reason", "flags"]
-MAX_NOTEBOOK_BYTES = 20 * 2**20
 _CALL = re.compile(r"checks\.check_(\w+)\(\s*([A-Za-z_]\w*)\s*\)")
 
 
@@ -84,31 +82,6 @@ def load_keys(keys_dir) -> dict:
     return module.all_keys()
 
 
-def read_code_cells(path: Path) -> list[str]:
-    """The sources of a notebook's code cells; ValueError if the file is not a well-formed notebook."""
-    if not stat.S_ISREG(os.lstat(path).st_mode):  # a link could name the reference notebook; a FIFO would stall
-        raise ValueError("not a regular file")
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(MAX_NOTEBOOK_BYTES + 1)
-    if len(data) > MAX_NOTEBOOK_BYTES:
-        raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB")
-    nb = json.loads(data.decode("utf-8"))
-    cells = nb.get("cells") if isinstance(nb, dict) else None
-    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
-        raise ValueError("its 'cells' is not a list of cells")
-    sources = []
-    for cell in cells:
-        source = cell.get("source", "")
-        if isinstance(source, list) and all(isinstance(s, str) for s in source):
-            source = "".join(source)
-        if not isinstance(source, str):
-            raise ValueError("a cell's source is neither text nor a list of lines")
-        if cell.get("cell_type") == "code":
-            sources.append(source)
-    return sources
-
-
 class Grader:
     """The grading of one chapter: its exercises, their inputs and the keys' expected outputs (computed once)."""
 
@@ -123,7 +96,7 @@ class Grader:
         self.cases = {e.check_name: self._cases(e.check_name) for e in self.exercises}
         self.expected = {name: [comparable(CHECKS[name], keys[name].reference(*c.args, **c.kwargs))
                                 for c in self._cases(name)] for name in self.cases if CHECKS[name].kind == "function"}
-        self.inputs = [self._inputs(e) for e in self.exercises]
+        self.inputs = json.dumps({e.check_name: self._inputs(e) for e in self.exercises}).encode() + b"\n"
 
     def _cases(self, name: str) -> list:
         check = CHECKS[name]
@@ -135,11 +108,14 @@ class Grader:
                      for c in self.cases[e.check_name]]
         except NotPlain as err:
             raise ValueError(f"exercise {e.label}: an input is not plain data ({err})") from None
-        return {"name": e.check_name, "target": e.target, "kind": CHECKS[e.check_name].kind, "cases": cases}
+        return cases
 
     def job(self, cells: list[str], cell_timeout: float) -> bytes:
+        """The job's first line (the inputs, :attr:`inputs`, follow once the cells have run)."""
+        exercises = [{"name": e.check_name, "target": e.target, "kind": CHECKS[e.check_name].kind}
+                     for e in self.exercises]
         return json.dumps({"cells": cells, "cell_timeout": cell_timeout, "case_timeout": cell_timeout,
-                           "exercises": self.inputs}).encode()
+                           "exercises": exercises}).encode() + b"\n"
 
     def verdict(self, name: str, got: dict | None) -> tuple[bool, str]:
         """Pass or fail, and why, for the harvested outputs ``got`` of check ``name``."""
@@ -157,10 +133,9 @@ class Grader:
             return False, "could not be checked: the outputs are incomplete"
         for i, (case, out, want) in enumerate(zip(cases, outputs, self.expected[name], strict=True)):
             where = f"case {i + 1} ({case.call_text(name)})" if i < n_public else f"hidden case {i + 1 - n_public}"
-            if not isinstance(out, dict) or "value" not in out:
-                error = out.get("error", "no output") if isinstance(out, dict) else "no output"
-                error = str(error) if i < n_public else "an error"  # a hidden input stays hidden
-                return False, f"{where} raised {error}"[:300]
+            if not isinstance(out, dict) or "value" not in out:  # only the error's type: its text could carry
+                error = out.get("error") if isinstance(out, dict) else None  # what the function saw
+                return False, f"{where} raised {_error_type(error)}"
             try:
                 value = _plain(out["value"])
                 value = check.project(value) if check.project else value
@@ -191,19 +166,32 @@ def _number(data) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _parse_results(stdout: bytes) -> tuple[list, dict]:
-    """The harness's lines: the cells' errors, and each exercise's outputs (unparsable lines are skipped)."""
-    cell_errors, outputs = [], {}
+def _error_type(error) -> str:
+    m = re.match(r"[A-Za-z_][\w.]{0,80}", error) if isinstance(error, str) else None
+    return m.group(0) if m else "an error"
+
+
+def _parse_results(stdout: bytes) -> dict:
+    """Each exercise's outputs, from the harness's lines (unparsable lines are skipped; the first line wins)."""
+    outputs = {}
     for line in stdout.decode("utf-8", "replace").splitlines():
         try:
             item = json.loads(line)
         except ValueError:
             continue
-        if isinstance(item, dict) and isinstance(item.get("cells"), list):
-            cell_errors = item["cells"]
-        elif isinstance(item, dict) and isinstance(item.get("exercise"), str):
+        if isinstance(item, dict) and isinstance(item.get("exercise"), str):
             outputs.setdefault(item["exercise"], item)
-    return cell_errors, outputs
+    return outputs
+
+
+def _split_log(log: bytes) -> tuple[str, list]:
+    """The notebook's printed output, and its cells' errors (written by the harness at the end of the log)."""
+    text, _, errors = log.partition(harness.CELLS)
+    try:
+        errors = json.loads(errors.decode("utf-8", "replace"))
+    except ValueError:
+        errors = []
+    return submissions.clean(text.decode("utf-8", "replace")), errors if isinstance(errors, list) else []
 
 
 def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell_timeout: float = 60,
@@ -214,19 +202,20 @@ def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell
                 "max_points": e.points, "reason": reason, "flags": flags}
 
     try:
-        cells = read_code_cells(path)
+        cells = submissions.read_code_cells(path)
     except (OSError, ValueError, UnicodeDecodeError) as err:
         reason = f"not a readable notebook: {str(err)[:200]}"
         return [row(e, False, reason) for e in grader.exercises], reason + "\n"
     argv = [sys.executable, "-I", "-m", "lmbook.teaching.harness"]
-    outcome = sandbox.run(argv, grader.job(cells, cell_timeout), limits, sandbox=use_sandbox)
-    cell_errors, outputs = _parse_results(outcome.stdout)
+    outcome = sandbox.run(argv, grader.job(cells, cell_timeout), limits, sandbox=use_sandbox, then=grader.inputs)
+    outputs, (log, cell_errors) = _parse_results(outcome.stdout), _split_log(outcome.stderr)
     flags = grader.flags(cells)
     flags = "; ".join([flags] * bool(flags) + [f"{e.label}: the graded function is lmbook's own" for e in
                        grader.exercises if str(outputs.get(e.check_name, {}).get("module", "")).startswith("lmbook")])
     stopped = (f"the notebook ran past the time limit of {limits.seconds:g} s" if outcome.timed_out else
-               f"the notebook's process ended with status {outcome.returncode}" if outcome.returncode else "")
-    first_error = next((f"cell {i}: {err}" for i, err in enumerate(cell_errors, 1) if err), "")
+               f"the notebook's process was stopped (status {outcome.returncode}): a limit on CPU time or memory, "
+               "or a crash" if outcome.returncode else "")
+    first_error = submissions.clean(next((f"cell {i}: {err}" for i, err in enumerate(cell_errors, 1) if err), ""))
     rows, lines = [], []
     for e in grader.exercises:
         try:
@@ -239,37 +228,23 @@ def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell
             reason += f"; first error in the notebook: {first_error}"[:300]
         rows.append(row(e, passed, reason, flags))
         lines.append(f"{'✓' if passed else '✗'} {e.label}: {reason}")
-    log = outcome.stderr.decode("utf-8", "replace") + ("\n[output truncated]" if outcome.truncated else "")
+    log += "\n[output truncated]" if outcome.truncated else ""
     return rows, "\n".join(lines) + "\n\nWhat the notebook printed:\n" + log
-
-
-def submissions(submissions_dir: Path) -> list[tuple[str, Path]]:
-    """(student, notebook) for ``student/NN_name.ipynb`` and ``NN_name.ipynb`` (the student is the file's stem).
-    Links and folders of folders are not followed: a link could name another student's or the reference notebook."""
-    found = []
-    for entry in sorted(submissions_dir.iterdir()):
-        if entry.is_symlink():
-            continue
-        if entry.is_dir():
-            found += [(entry.name, nb) for nb in sorted(entry.iterdir()) if nb.suffix == ".ipynb"]
-        elif entry.suffix == ".ipynb":
-            found.append((entry.stem, entry))
-    return found
 
 
 def grade_all(submissions_dir, out_dir, reference_dir="notebooks", keys_dir="lib/answer_keys", *,
               limits: sandbox.Limits | None = None, cell_timeout: float = 60, use_sandbox: bool = True) -> Path:
-    """Grade every submission under ``submissions_dir`` (see :func:`submissions`); write ``grades.csv`` (row by
-    row, as each submission finishes) and ``feedback/<student>.md`` into ``out_dir``."""
+    """Grade every submission under ``submissions_dir`` (see :func:`.submissions.submissions`); write
+    ``grades.csv`` (row by row, as each submission finishes) and ``feedback/<student>.md`` into ``out_dir``."""
     submissions_dir, out_dir, reference_dir = Path(submissions_dir), Path(out_dir), Path(reference_dir)
     _check_args(submissions_dir, reference_dir, use_sandbox)
     limits, keys, graders, names = limits or sandbox.Limits(), load_keys(keys_dir), {}, {}
     (out_dir / "feedback").mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "grades.csv"
-    with csv_path.open("w", newline="") as f:
+    with csv_path.open("w", newline="", errors="backslashreplace") as f:  # a name may not be valid UTF-8
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
-        for who, sub in submissions(submissions_dir):
+        for who, sub in submissions.submissions(submissions_dir):
             if not (reference_dir / sub.name).is_file():
                 rows, text = [{"exercise": "-", "passed": False, "points": 0, "max_points": 0, "flags": "",
                                "reason": f"no reference notebook named {sub.name}"}], ""
@@ -280,9 +255,9 @@ def grade_all(submissions_dir, out_dir, reference_dir="notebooks", keys_dir="lib
             writer.writerows({"student": who, "notebook": sub.name, **r} for r in rows)
             f.flush()
             os.fsync(f.fileno())
-            name = names.setdefault(who, _safe(who, taken=set(names.values())))
-            with (out_dir / "feedback" / f"{name}.md").open("a") as fb:
-                fb.write(f"# {sub.name}\n\n{_fenced(text)}\n\n")
+            name = names.setdefault(who, submissions.safe_name(who, taken=set(names.values())))
+            with (out_dir / "feedback" / f"{name}.md").open("a", errors="backslashreplace") as fb:
+                fb.write(f"# {sub.name}\n\n{submissions.fenced(text)}\n\n")
     return csv_path
 
 
@@ -316,22 +291,6 @@ def _grade_safely(path, grader, limits, cell_timeout, use_sandbox) -> tuple[list
         reason = f"the grader could not run this submission: {type(err).__name__}: {err}"[:300]
         return [{"exercise": e.label, "passed": False, "points": 0.0, "max_points": e.points, "reason": reason,
                  "flags": ""} for e in grader.exercises], reason + "\n"
-
-
-def _fenced(text: str) -> str:
-    """``text`` in a Markdown code block whose fence no line of the text can close."""
-    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
-    return f"{fence}\n{text}\n{fence}"
-
-
-def _safe(name: str, taken=()) -> str:
-    """A file name for a student: their folder's name where it is safe, made unique."""
-    base = re.sub(r"[^\w.-]", "_", name)[:100].lstrip(".") or "_"
-    candidate, n = base, 1
-    while candidate in taken:
-        n += 1
-        candidate = f"{base}-{n}"
-    return candidate
 
 
 def _check_args(submissions_dir: Path, reference_dir: Path, use_sandbox: bool):

@@ -1,12 +1,13 @@
 """What runs inside the grading sandbox: execute a submission, then call its functions on the grader's inputs.
 
 Reads a job (JSON) on stdin: the submission's code cells, and for each exercise the name the student's answer
-goes by and the inputs to call it with. Runs every cell in one IPython shell, as a notebook would (magics and
-extensions included), each cell interrupted after ``cell_timeout`` seconds; what the cells print goes to stderr,
-the log. Then, for each exercise, it writes one JSON line to stdout: the answer's value, or the function's output
-on each input (or the error it raised), as plain data; an answer is taken as it stood when its self-check cell
-ran (:mod:`lmbook.teaching.plain`). Nothing here decides a
-grade: the grader compares these outputs with the answer keys, outside the sandbox.
+goes by. Runs every cell in one IPython shell, as a notebook would (magics and extensions included), each cell
+interrupted after ``cell_timeout`` seconds; what the cells print goes to stderr, the log. It ends the log with the
+cells' errors and the sandbox's MARKER, after which nothing printed is kept; only then does the grader send a
+second line, the inputs of each exercise, hidden ones included. For each exercise it writes one JSON line to
+stdout: the answer's value, or the function's output on each input (or the error it raised), as plain data
+(:mod:`lmbook.teaching.plain`); an exercise is taken as it stood when its self-check cell ran. Nothing here
+decides a grade: the grader compares these outputs with the answer keys, outside the sandbox.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import sys
 from contextlib import contextmanager
 
 from .plain import NotPlain, decode, encode
+from .sandbox import MARKER
 
+CELLS = b"\n\x00lmbook: errors of the cells "  # then a JSON list, then MARKER
 MAX_LINE = 4 * 2**20  # bytes of JSON per exercise
 
 
@@ -89,21 +92,24 @@ def harvest(answers: dict, namespace: dict, exercise: dict, case_timeout: float)
 
 
 def main() -> None:
-    job = json.loads(sys.stdin.read())
-    results = os.fdopen(os.dup(1), "w")  # stdout carries the results; the cells' own output goes to the log
+    """Two phases: the job's first line holds the cells and the exercises; once the cells have run and the log
+    is closed with the sandbox's MARKER, the grader sends a second line with the inputs of each exercise."""
+    job = json.loads(sys.stdin.buffer.readline())
+    results, log = os.fdopen(os.dup(1), "w"), os.dup(2)  # stdout carries the results; the cells' output: the log
     os.dup2(2, 1)
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance(colors="NoColor", xmode="Plain")
     errors, answers = run_cells(shell, job["cells"], job["cell_timeout"], job["exercises"])
-    results.write(json.dumps({"cells": errors}) + "\n")
-    results.flush()
-    silent = os.open(os.devnull, os.O_WRONLY)  # what the functions print on the hidden inputs is not shown
+    os.write(log, CELLS + json.dumps(errors).encode() + MARKER)
+    silent = os.open(os.devnull, os.O_WRONLY)  # from here on, nothing printed is kept
     os.dup2(silent, 1)
     os.dup2(silent, 2)
     sys.stdout = sys.stderr = open(os.devnull, "w")
+    cases = json.loads(sys.stdin.buffer.readline())
     for exercise in job["exercises"]:
+        exercise["cases"] = cases.get(exercise["name"], [])
         outputs = harvest(answers, shell.user_ns, exercise, job["case_timeout"])
         line = json.dumps({"exercise": exercise["name"], **outputs})
         if len(line) > MAX_LINE:

@@ -13,9 +13,10 @@ import math
 
 import numpy as np
 
-__all__ = ["NotPlain", "encode", "decode", "MAX_DEPTH"]
+__all__ = ["NotPlain", "encode", "decode", "MAX_DEPTH", "MAX_KEYS"]
 
 MAX_DEPTH = 20
+MAX_KEYS = 10_000  # entries of a set or dict: crafted keys that all hash alike make building one quadratic
 _DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"}
 
 
@@ -90,6 +91,8 @@ def decode(data, torch_tensors: bool = False, depth: int = 0):
         return base64.b64decode(body, validate=True)
     if tag == "tuple" and isinstance(body, list):
         return tuple(decode(v, torch_tensors, depth + 1) for v in body)
+    if tag in ("set", "dict") and isinstance(body, list) and len(body) > MAX_KEYS:
+        raise NotPlain(f"a {tag} of more than {MAX_KEYS} entries")
     if tag == "set" and isinstance(body, list):
         try:
             return {decode(v, torch_tensors, depth + 1) for v in body}

@@ -18,6 +18,7 @@ Python is readable by others).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -39,7 +40,8 @@ GiB, MiB = 2**30, 2**20
 class Limits:
     """Per submission: ``seconds`` of wall-clock time for the whole process tree; ``cpu_seconds`` per process;
     ``memory`` (address space) per process; ``processes`` (threads included); ``scratch`` bytes of private
-    folder; ``file_size`` for any one file; ``output`` bytes kept of stderr (the log) and ``results`` of stdout."""
+    folder; ``file_size`` for any one file; ``output`` bytes kept of stderr (the log) and ``results`` of stdout;
+    ``cpus`` cores for the whole tree (where a cgroup can cap it)."""
 
     seconds: float = 600
     cpu_seconds: int = 600
@@ -49,6 +51,7 @@ class Limits:
     file_size: int = 64 * MiB
     output: int = 1 * MiB
     results: int = 16 * MiB
+    cpus: float = 1.0
 
 
 @dataclass
@@ -65,7 +68,8 @@ def bwrap_available() -> bool:
     """True when bubblewrap is installed and can build this module's sandbox here (the same command line)."""
     if shutil.which("bwrap") is None:
         return False
-    probe = subprocess.run(sandbox_argv(["/bin/true"], Limits()), capture_output=True)
+    user = _unprivileged_user(True)
+    probe = subprocess.run(sandbox_argv(["/bin/true"], Limits(), user), capture_output=True, user=user)
     return probe.returncode == 0
 
 
@@ -73,25 +77,29 @@ def bwrap_available() -> bool:
 # the host's kernel settings or read kernel state; they are made read-only or hidden, as container runtimes do.
 _PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/asound")
 _PROC_HIDDEN = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms")
+_ENV = {"MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+        "LMBOOK_THREADS": "1", "LMBOOK_QUIET": "1"}
 
 
-def _read_only_paths() -> list[Path]:
-    """What the sandbox sees of the host: the system, Python, the virtual environment and lmbook itself."""
+def _read_only_paths(optional: bool = True) -> list[Path]:
+    """What the sandbox sees of the host: the system, Python, the virtual environment and lmbook itself, and
+    (``optional``) SmolLM2's cache of dequantized weights, derived from the installed weights file."""
     import lmbook
-    from lmbook.pretrained import cache_dir  # SmolLM2's dequantized weights, derived from the installed file
+    from lmbook.pretrained import cache_dir
 
     paths = [Path(p) for p in ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf",
-                               "/etc/ld.so.conf.d", "/etc/localtime", "/etc/ssl", "/etc/alternatives")]
-    paths += [Path(sys.base_prefix), Path(sys.prefix), Path(lmbook.__file__).resolve().parent, cache_dir()]
+                               "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")]
+    paths += [Path(sys.base_prefix), Path(sys.prefix), Path(lmbook.__file__).resolve().parent]
+    paths += [cache_dir()] * optional
     return [p for p in paths if p.exists()]
 
 
-def sandbox_argv(argv: list[str], limits: Limits) -> list[str]:
-    """The bubblewrap command line that runs ``argv`` in the sandbox."""
+def sandbox_argv(argv: list[str], limits: Limits, user: int | None = None) -> list[str]:
+    """The bubblewrap command line that runs ``argv`` in the sandbox (started as ``user``, or as the grader)."""
     from lmbook.pretrained import cache_dir
 
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
-           "--proc", "/proc", "--dev", "/dev"]
+    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+           "--cap-drop", "ALL", "--clearenv", "--proc", "/proc", "--dev", "/dev"]
     for folder in ("/tmp", "/sandbox", "/dev/shm"):
         cmd += ["--size", str(limits.scratch), "--tmpfs", folder]
     cmd += [arg for p in _PROC_READ_ONLY if Path(p).exists() for arg in ("--ro-bind", p, p)]
@@ -99,107 +107,162 @@ def sandbox_argv(argv: list[str], limits: Limits) -> list[str]:
     for path in _read_only_paths():  # after the scratch folders: Python may live under /tmp (a CI checkout)
         if path.is_symlink() and path.parent == Path("/"):
             cmd += ["--symlink", os.readlink(path), str(path)]  # /bin -> usr/bin on merged-/usr systems
-        else:
+        elif user is None or _others_can_run(path):
             cmd += ["--ro-bind", str(path), str(path)]
-    cmd += ["--chdir", "/sandbox"]
-    env = {"HOME": "/sandbox", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "MPLBACKEND": "Agg",
-           "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
-           "OMP_NUM_THREADS": "1", "LMBOOK_THREADS": "1", "LMBOOK_QUIET": "1", "LMBOOK_CACHE": str(cache_dir())}
-    for name, value in env.items():
-        cmd += ["--setenv", name, value]
-    return cmd + ["--", *argv]
+    env = {**_ENV, "HOME": "/sandbox", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+           "MPLCONFIGDIR": "/tmp/matplotlib", "LMBOOK_CACHE": str(cache_dir())}
+    return cmd + ["--chdir", "/sandbox"] + [a for kv in env.items() for a in ("--setenv", *kv)] + ["--", *argv]
 
 
-def _limit_resources(limits: Limits, group: list[Path]):
-    """Runs in the child between fork and exec: its own session, the kernel's per-process limits, and the
-    cgroups that cap the whole tree's processes and memory where the grader can make them (as root)."""
+def _limit_resources(limits: Limits, groups: list[Path]):
+    """Runs in the child between fork and exec: its own session, the kernel's per-process limits (RLIMIT_NPROC
+    does not bind root), and the cgroups that cap the whole tree where the grader can make them."""
     def apply():
         os.setsid()
         for what, value in ((resource.RLIMIT_AS, limits.memory), (resource.RLIMIT_CPU, limits.cpu_seconds),
-                            (resource.RLIMIT_FSIZE, limits.file_size), (resource.RLIMIT_CORE, 0)):
+                            (resource.RLIMIT_FSIZE, limits.file_size), (resource.RLIMIT_CORE, 0),
+                            (resource.RLIMIT_NPROC, limits.processes)):
             resource.setrlimit(what, (value, value))
-        for g in group:
-            (g / "cgroup.procs").write_text(str(os.getpid()))
-        if not group:  # RLIMIT_NPROC does not bind root, and counts all of the user's processes
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        for group in groups:
+            (group / "cgroup.procs").write_text(str(os.getpid()))
     return apply
 
 
-_CGROUPS = {"pids": ("pids.max", "processes"), "memory": ("memory.limit_in_bytes", "memory")}  # cgroup v1
+# cgroup v1 controllers: the number of processes, their total memory (tmpfs and shared memory included), and
+# their total CPU (a quota of `cpus` cores per 100 ms period).
+_CGROUPS = {"pids": lambda lim: {"pids.max": lim.processes},
+            "memory": lambda lim: {"memory.limit_in_bytes": lim.memory},
+            "cpu": lambda lim: {"cpu.cfs_period_us": 100_000, "cpu.cfs_quota_us": int(lim.cpus * 100_000)}}
+
+
+def _cgroup_roots() -> dict[str, Path]:
+    """For each controller, the grader's own cgroup where the grader may make groups inside it (as root)."""
+    roots = {}
+    if os.geteuid() != 0:
+        return roots
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            root = Path("/sys/fs/cgroup") / controller / path.lstrip("/")
+            if controller in _CGROUPS and os.access(root, os.W_OK):
+                roots[controller] = root
+    return roots
 
 
 def _cgroups(limits: Limits) -> list[Path]:
-    """New cgroups capping the processes and the total memory (tmpfs and shared memory included) of one run;
-    none where the grader cannot make them (not root, or no cgroup v1 hierarchy for them)."""
+    """New cgroups, inside the grader's own, that cap one run's whole process tree; none where not possible."""
     made = []
-    for controller, (knob, field) in _CGROUPS.items():
-        root = Path("/sys/fs/cgroup") / controller
-        if os.geteuid() != 0 or not os.access(root, os.W_OK):
-            continue
+    for controller, root in _cgroup_roots().items():
+        for stale in root.glob("lmbook-grader-*"):  # left by a grader that was killed
+            if not Path(f"/proc/{stale.name.split('-')[2]}").exists():
+                with contextlib.suppress(OSError):
+                    stale.rmdir()
         group = root / f"lmbook-grader-{os.getpid()}-{time.monotonic_ns()}"
         try:
             group.mkdir()
-            (group / knob).write_text(str(getattr(limits, field)))
+            for knob, value in _CGROUPS[controller](limits).items():
+                (group / knob).write_text(str(value))
             made.append(group)
         except OSError:
             continue
     return made
 
 
-def _drain(stream, limit: int, into: list, truncated: list):
-    """Keep the first ``limit`` bytes of a stream and discard the rest (reading on, so the writer never blocks)."""
-    kept = 0
-    while chunk := stream.read(65536):
-        if kept < limit:
-            into.append(chunk[: limit - kept])
-        kept += len(chunk)
-    truncated.append(kept > limit)
+MARKER = b"\n\x00lmbook: the notebook's own output ends here\x00\n"
 
 
-def run(argv: list[str], stdin: bytes, limits: Limits, sandbox: bool = True) -> Outcome:
+def run(argv: list[str], stdin: bytes, limits: Limits, sandbox: bool = True, then: bytes | None = None) -> Outcome:
     """Run ``argv`` (in the sandbox unless ``sandbox`` is False) with ``stdin`` as its input and the limits.
-    Unsandboxed, it runs in a fresh temporary folder, and as the user ``nobody`` where the grader is root."""
+
+    With ``then``, stdin stays open until the program writes :data:`MARKER` to stderr; from there on stderr is
+    discarded, and only then is ``then`` written to stdin. The grader sends the hidden inputs this way, so that
+    nothing the program prints once it knows them can reach anyone. Unsandboxed, the program runs in a fresh
+    temporary folder with a minimal environment, as the user ``nobody`` where the grader is root and can."""
     with tempfile.TemporaryDirectory() as scratch:
-        cmd, env, user = sandbox_argv(argv, limits), None, None
+        user = _unprivileged_user(sandbox)
+        cmd, env = sandbox_argv(argv, limits, user), None
         if not sandbox:
-            cmd, env = argv, {**os.environ, "HOME": scratch, "IPYTHONDIR": scratch, "MPLBACKEND": "Agg"}
-            if os.geteuid() == 0 and _others_can_run(Path(sys.executable).resolve()):
-                user = 65534
-                os.chown(scratch, user, user)
-        return _run(cmd, stdin, limits, scratch, env, user)
+            cmd, env = argv, {**_ENV, "HOME": scratch, "IPYTHONDIR": scratch, "PATH": os.defpath}
+        if user is not None:
+            os.chown(scratch, user, user)
+        return _run(cmd, stdin, then, limits, scratch, env, user)
+
+
+def _unprivileged_user(sandbox: bool) -> int | None:
+    """``nobody``, to run as where the grader is root and ``nobody`` can reach Python and lmbook (then the
+    kernel's limit on processes binds); None otherwise. In the sandbox, root stays where cgroups cap the tree."""
+    if os.geteuid() != 0 or (sandbox and len(_cgroup_roots()) == len(_CGROUPS)):
+        return None
+    needed = [Path(sys.executable).resolve(), *_read_only_paths(optional=False)]
+    return 65534 if all(_others_can_run(p) for p in needed) else None
 
 
 def _others_can_run(path: Path) -> bool:
-    """True when a user other than the owner can reach and run ``path`` (every folder on the way is o+x)."""
+    """True when a user other than the owner can reach ``path`` (every folder on the way is o+x)."""
     return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
 
 
-def _run(cmd, stdin, limits, cwd, env, user) -> Outcome:
-    group = _cgroups(limits)
+def _run(cmd, stdin, then, limits, cwd, env, user) -> Outcome:
+    groups = _cgroups(limits)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                            env=env, user=user, group=user, extra_groups=[] if user else None,
-                            preexec_fn=_limit_resources(limits, group), close_fds=True)
-    out, err, truncated = [], [], []
-    readers = [threading.Thread(target=_drain, args=(s, cap, buf, truncated), daemon=True)
-               for s, cap, buf in ((proc.stdout, limits.results, out), (proc.stderr, limits.output, err))]
+                            env=env, user=user, group=user, extra_groups=[] if user is not None else None,
+                            preexec_fn=_limit_resources(limits, groups), close_fds=True)
+    out, log, state, ended = bytearray(), bytearray(), {}, threading.Event()
+    readers = [threading.Thread(target=_drain, args=(proc.stdout, limits.results, out, state), daemon=True),
+               threading.Thread(target=_drain_log, args=(proc.stderr, limits.output, log, state, ended),
+                                daemon=True)]
     for reader in readers:
         reader.start()
+    _feed(proc, stdin, then, ended, start + limits.seconds)
     try:
-        proc.stdin.write(stdin)
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    try:
-        proc.wait(timeout=limits.seconds)
+        proc.wait(timeout=max(0.0, start + limits.seconds - time.monotonic()))
         timed_out = False
     except subprocess.TimeoutExpired:
         timed_out = True
-    _kill_tree(proc, group)
+    _kill_tree(proc, groups)
     for reader in readers:
         reader.join(timeout=10)
-    return Outcome(proc.returncode, b"".join(out), b"".join(err), timed_out, any(truncated),
+    return Outcome(proc.returncode, bytes(out), bytes(log), timed_out, bool(state.get("truncated")),
                    time.monotonic() - start)
+
+
+def _feed(proc, stdin: bytes, then: bytes | None, ended: threading.Event, deadline: float):
+    try:
+        proc.stdin.write(stdin)
+        proc.stdin.flush()
+        if then is not None:
+            while not ended.wait(0.1):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    return
+            proc.stdin.write(then)
+        proc.stdin.close()
+    except (BrokenPipeError, ValueError):
+        pass
+
+
+def _drain(stream, limit: int, into: bytearray, state: dict):
+    """Keep the first ``limit`` bytes of a stream and discard the rest (reading on, so the writer never blocks)."""
+    while chunk := stream.read1(65536):
+        state["truncated"] = state.get("truncated") or len(into) + len(chunk) > limit
+        into += chunk[: max(0, limit - len(into))]
+
+
+def _drain_log(stream, limit: int, into: bytearray, state: dict, ended: threading.Event):
+    """As :func:`_drain`, up to :data:`MARKER`; from there on everything is discarded and ``ended`` is set."""
+    seen, window = 0, b""
+    while chunk := stream.read1(65536):
+        if not ended.is_set():
+            window = window[-len(MARKER):] + chunk  # the marker may straddle two reads
+            hit = window.find(MARKER)
+            end = seen + len(chunk) if hit < 0 else seen + len(chunk) - len(window) + hit  # where the log ends
+            keep = min(end, limit)
+            del into[keep:]
+            into += chunk[max(0, len(into) - seen): max(0, keep - seen)]
+            state["truncated"] = state.get("truncated") or end > limit
+            if hit >= 0:
+                ended.set()
+        seen += len(chunk)
 
 
 def _kill_tree(proc: subprocess.Popen, groups: list[Path]):

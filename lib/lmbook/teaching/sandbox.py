@@ -3,12 +3,13 @@
 Inside the sandbox there is no network (a private loopback only), no writable file outside private scratch
 folders in memory, and nothing of the host's file system but the operating system, Python and the installed
 ``lmbook``, all read-only: not the reference notebooks, the answer keys, the other submissions, the grades or the
-instructor's home. The kernel settings under ``/proc`` are read-only. Every process the code starts lives in the
-sandbox's own PID namespace and dies with it, daemons included. Limits (see :class:`Limits`) bound wall-clock
-time for the whole process tree, CPU time, memory, the number of processes, the scratch folders, file sizes and
-the output the grader keeps. Memory and processes are capped for the whole tree by cgroups where the grader runs
-as root on a host with cgroup v1 controllers; elsewhere memory is capped per process, and processes by
-RLIMIT_NPROC (which counts all of the user's processes).
+instructor's home. The kernel settings under ``/proc`` are read-only, and no further user namespace can be made.
+Every process the code starts lives in the sandbox's own PID namespace and dies with it, daemons included.
+Limits (see :class:`Limits`) bound wall-clock time for the whole process tree, CPU time, memory, the number of
+processes, the scratch folders, file sizes and the output the grader keeps. Where the grader runs as root with
+cgroup v1 controllers, cgroups inside its own cap the whole tree's processes, memory and CPU; as root without
+them, the sandbox is started as ``nobody`` where it can be, so that RLIMIT_NPROC binds; elsewhere memory is
+capped per process, and processes by RLIMIT_NPROC (which counts all of the user's processes).
 
 ``run(argv, stdin, limits)`` returns the exit status and the (truncated) stdout and stderr. Where bubblewrap is
 missing the grader refuses to run, unless told ``sandbox=False``: then the code runs with the limits but with

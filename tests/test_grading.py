@@ -384,3 +384,10 @@ def test_sets_and_dicts_from_a_submission_are_bounded():
 
     with pytest.raises(NotPlain):
         decode({"set": list(range(MAX_KEYS + 1))})
+
+
+def test_folders_the_sandbox_shows_are_refused(tmp_path):
+    import lmbook
+
+    with pytest.raises(ValueError, match="inside a folder the sandbox shows"):
+        grading.grade_all(pathlib.Path(lmbook.__file__).parent, tmp_path / "out", ROOT / "notebooks")

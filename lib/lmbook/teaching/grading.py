@@ -237,7 +237,7 @@ def grade_all(submissions_dir, out_dir, reference_dir="notebooks", keys_dir="lib
     """Grade every submission under ``submissions_dir`` (see :func:`.submissions.submissions`); write
     ``grades.csv`` (row by row, as each submission finishes) and ``feedback/<student>.md`` into ``out_dir``."""
     submissions_dir, out_dir, reference_dir = Path(submissions_dir), Path(out_dir), Path(reference_dir)
-    _check_args(submissions_dir, reference_dir, use_sandbox)
+    _check_args(submissions_dir, reference_dir, use_sandbox, keys_dir)
     limits, keys, graders, names = limits or sandbox.Limits(), load_keys(keys_dir), {}, {}
     (out_dir / "feedback").mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "grades.csv"
@@ -266,7 +266,7 @@ def grade_one(submission_dir, notebook: str, reference_dir="notebooks", keys_dir
               use_sandbox: bool = True) -> tuple[list[dict], str]:
     """Grade the notebook named ``notebook`` in ``submission_dir`` (Gradescope's layout: one assignment)."""
     submission_dir, reference_dir = Path(submission_dir), Path(reference_dir)
-    _check_args(submission_dir, reference_dir, use_sandbox)
+    _check_args(submission_dir, reference_dir, use_sandbox, keys_dir)
     if not (reference_dir / notebook).is_file():
         raise ValueError(f"notebook must name a notebook in {reference_dir}, got {notebook!r}")
     grader = _grader(reference_dir, notebook, load_keys(keys_dir))
@@ -293,11 +293,15 @@ def _grade_safely(path, grader, limits, cell_timeout, use_sandbox) -> tuple[list
                  "flags": ""} for e in grader.exercises], reason + "\n"
 
 
-def _check_args(submissions_dir: Path, reference_dir: Path, use_sandbox: bool):
+def _check_args(submissions_dir: Path, reference_dir: Path, use_sandbox: bool, keys_dir=None):
     if not submissions_dir.is_dir():
         raise ValueError(f"submissions_dir must be a directory, got {submissions_dir}")
     if not reference_dir.is_dir():
         raise ValueError(f"reference_dir must be a directory, got {reference_dir}")
+    shown = [p.resolve() for p in sandbox.read_only_paths()]
+    for what, folder in (("submissions", submissions_dir), ("reference", reference_dir), ("keys", keys_dir)):
+        if folder is not None and any(Path(folder).resolve().is_relative_to(p) for p in shown):
+            raise ValueError(f"the {what} folder {folder} lies inside a folder the sandbox shows to every notebook")
     if use_sandbox and not sandbox.bwrap_available():
         raise RuntimeError("bubblewrap (bwrap) is missing or cannot create namespaces here, so submissions cannot "
                            "be sandboxed. Install it (Debian/Ubuntu: apt install bubblewrap), grade in a Linux "

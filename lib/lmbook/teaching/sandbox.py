@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Limits", "Outcome", "bwrap_available", "sandbox_argv", "run"]
+__all__ = ["Limits", "Outcome", "bwrap_available", "sandbox_argv", "read_only_paths", "run", "MARKER"]
 
 GiB, MiB = 2**30, 2**20
 
@@ -82,7 +82,7 @@ _ENV = {"MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", 
         "LMBOOK_THREADS": "1", "LMBOOK_QUIET": "1"}
 
 
-def _read_only_paths(optional: bool = True) -> list[Path]:
+def read_only_paths(optional: bool = True) -> list[Path]:
     """What the sandbox sees of the host: the system, Python, the virtual environment and lmbook itself, and
     (``optional``) SmolLM2's cache of dequantized weights, derived from the installed weights file."""
     import lmbook
@@ -105,7 +105,7 @@ def sandbox_argv(argv: list[str], limits: Limits, user: int | None = None) -> li
         cmd += ["--size", str(limits.scratch), "--tmpfs", folder]
     cmd += [arg for p in _PROC_READ_ONLY if Path(p).exists() for arg in ("--ro-bind", p, p)]
     cmd += [arg for p in _PROC_HIDDEN if Path(p).exists() for arg in ("--ro-bind", "/dev/null", p)]
-    for path in _read_only_paths():  # after the scratch folders: Python may live under /tmp (a CI checkout)
+    for path in read_only_paths():  # after the scratch folders: Python may live under /tmp (a CI checkout)
         if path.is_symlink() and path.parent == Path("/"):
             cmd += ["--symlink", os.readlink(path), str(path)]  # /bin -> usr/bin on merged-/usr systems
         elif user is None or _others_can_run(path):
@@ -194,7 +194,7 @@ def _unprivileged_user(sandbox: bool) -> int | None:
     kernel's limit on processes binds); None otherwise. In the sandbox, root stays where cgroups cap the tree."""
     if os.geteuid() != 0 or (sandbox and len(_cgroup_roots()) == len(_CGROUPS)):
         return None
-    needed = [Path(sys.executable).resolve(), *_read_only_paths(optional=False)]
+    needed = [Path(sys.executable).resolve(), *read_only_paths(optional=False)]
     return 65534 if all(_others_can_run(p) for p in needed) else None
 
 

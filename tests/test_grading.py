@@ -26,7 +26,7 @@ from lmbook.teaching import flags, grading, sandbox, student_notebook
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTER = "01_language_models_and_perplexity.ipynb"
-LIMITS = sandbox.Limits(seconds=30, cpu_seconds=30, memory=int(1.5 * sandbox.GiB), processes=64,
+LIMITS = sandbox.Limits(seconds=20, cpu_seconds=20, memory=int(1.5 * sandbox.GiB), processes=64,
                         output=256 * 1024)
 HAVE_BWRAP = sandbox.bwrap_available()
 needs_sandbox = pytest.mark.skipif(not HAVE_BWRAP and not os.environ.get("LMBOOK_REQUIRE_SANDBOX"),
@@ -95,11 +95,14 @@ def batch(tmp_path_factory):
                 "    seen = f'HIDDEN {(count_hw, count_h, vocab_size, k)}'\n    print(seen)\n"
                 "    os.write(_saved, (seen + '\\n').encode())\n"
                 "    for fd in range(3, 30):\n"
-                "        try:\n"
-                "            os.write(fd, (json.dumps({'exercise': 'corpus_perplexity',"
-                " 'outputs': [{'error': seen}]}) + '\\n').encode())\n"
-                "        except OSError:\n"
-                "            pass\n"))
+                "        for line in ({'exercise': 'corpus_perplexity', 'outputs': [{'error': seen}]},"
+                " {'exercise': 'optimal_logit_gap', 'error': seen}):\n"
+                "            try:\n"
+                "                os.write(fd, (json.dumps(line) + '\\n').encode())\n"
+                "            except OSError:\n"
+                "                pass\n"
+                "    if (count_hw, count_h, vocab_size, k) == (0, 3, 7, 0.25):\n"
+                "        raise type('H_0_3_7_0p25', (Exception,), {})()  # a hidden input, spelt as a name\n"))
     notebooks = {"aa_honest": with_cell(spy, "start", loud), "zz_honest": honest, "ag_leak_hidden_inputs": leak,
                  "zz_stub": stub, "ab_malformed_cells": {**honest, "cells": 7}, "ac_not_json": None}
     for name, (where, source) in {**FORGE, **FILES, **BREAK}.items():
@@ -183,8 +186,9 @@ def test_hidden_inputs_never_leave_the_sandbox(batch):
     text += batch["path"].read_text(errors="replace")
     assert has(batch, "ag_leak_hidden_inputs", "HIDDEN (3, 10, 5, 1.0)")  # public, in the notebook's own run
     assert "HIDDEN (12, 40, 250, 0.5)" not in text and "[12, 40, 250, 0.5]" not in text
-    # right answers, all the same, but for the line it forged for corpus_perplexity, which came first
-    assert points(batch, "ag_leak_hidden_inputs") == 4
+    assert "H_0_3_7_0p25" not in text
+    # right answers, but for the exercise that raised on a hidden input and the two whose forged lines came first
+    assert points(batch, "ag_leak_hidden_inputs") == 2
     assert has(batch, "find_the_job_in_memory", "JOB") and "0.25]" not in feedback(batch, "find_the_job_in_memory")
 
 
@@ -222,7 +226,8 @@ def test_no_file_was_written_changed_or_deleted(batch):
     assert not (batch["home"] / "lmbook-attack.txt").exists()
     assert {p.name for p in batch["out"].iterdir()} == {"grades.csv", "feedback"}
     assert {p.stem for p in (batch["out"] / "feedback").iterdir()} == {*batch["names"], "ad_link_to_the_reference",
-                                                                         "ae_fifo", "af_bad_name"}
+                                                                         "ae_fifo"}
+    assert "af_bad_name" not in {r["student"] for r in batch["rows"]}  # not a chapter's name: not graded
 
 
 @needs_sandbox
@@ -239,6 +244,7 @@ def test_nothing_outlives_its_run_and_there_is_no_network(batch):
 def test_limits_hold_and_cost_only_their_author(batch):
     rows = {r["student"]: r for r in batch["rows"]}
     assert "limit" in rows["loop_that_ignores_interrupts"]["reason"]  # of wall-clock or of CPU time
+    assert "time limit of 20 s" in rows["fill_own_stdin_then_sleep"]["reason"]
     assert (batch["out"] / "feedback" / "flood_the_output.md").stat().st_size < 2 * LIMITS.output
     assert not has(batch, "allocate_4_gib", "ALLOCATED")
     started = re.search(r"STARTED (\d+)", feedback(batch, "fork_bomb"))

@@ -187,6 +187,19 @@ for pid in os.listdir("/proc"):
 }
 
 BREAK = {
+    "fill_own_stdin_then_sleep": ("end", """
+import os, signal, sys, time
+from lmbook.teaching.sandbox import MARKER
+signal.signal(signal.SIGALRM, signal.SIG_IGN)
+fd = os.open("/proc/self/fd/0", os.O_WRONLY | os.O_NONBLOCK)  # the writing end of its own input
+try:
+    while True:
+        os.write(fd, b"x" * 65536)
+except OSError:
+    pass
+os.write(2, MARKER)  # as if the cells were done: the grader would now write the inputs into a full pipe
+time.sleep(3600)
+"""),
     "surrogate_in_an_error": ("end", """
 raise RuntimeError("\\ud800 a character UTF-8 cannot encode")
 """),

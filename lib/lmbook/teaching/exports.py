@@ -86,6 +86,7 @@ sandbox=""
 /opt/lmbook/bin/python -c "from lmbook.teaching.sandbox import bwrap_available as b; exit(not b())" || {
   # bubblewrap cannot create namespaces in this container: the container is the sandbox, and the submission runs
   # as the user nobody, who cannot read this folder.
+  echo "WARNING: bubblewrap cannot build its sandbox in this container: grading with --no-sandbox" >&2
   chmod -R go-rwx /autograder/source; sandbox="--no-sandbox"; }
 /opt/lmbook/bin/python -m lmbook.teaching.grading_cli gradescope /autograder/submission \\
   /autograder/results/results.json --notebook {notebook} --reference notebooks --keys answer_keys $sandbox

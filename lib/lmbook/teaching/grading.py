@@ -19,6 +19,7 @@ A broken, hostile or endless submission costs its author, never the batch. Comma
 
 from __future__ import annotations
 
+import builtins
 import csv
 import importlib.util
 import json
@@ -122,8 +123,8 @@ class Grader:
         check = CHECKS[name]
         if not isinstance(got, dict):
             return False, "could not be checked: the notebook stopped before it was reached"
-        if "error" in got:
-            return False, f"could not be checked: {got['error']}"[:300]
+        if "error" in got:  # its text is the notebook's to choose, so none of it is repeated
+            return False, "could not be checked: the answer is missing, not a function, or not plain data"
         if check.kind == "answer":
             value = _number(got.get("value"))
             ok = value is not None and answer_matches(name, value, answer_digests(name, self.keys[name].answer))
@@ -132,7 +133,7 @@ class Grader:
         if not isinstance(outputs, list) or len(outputs) != len(cases):
             return False, "could not be checked: the outputs are incomplete"
         for i, (case, out, want) in enumerate(zip(cases, outputs, self.expected[name], strict=True)):
-            where = f"case {i + 1} ({case.call_text(name)})" if i < n_public else f"hidden case {i + 1 - n_public}"
+            where = f"case {i + 1} ({case.call_text(name)})" if i < n_public else "a hidden case"
             if not isinstance(out, dict) or "value" not in out:  # only the error's type: its text could carry
                 error = out.get("error") if isinstance(out, dict) else None  # what the function saw
                 return False, f"{where} raised {_error_type(error)}"
@@ -166,9 +167,13 @@ def _number(data) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+_BUILTIN_ERRORS = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+
+
 def _error_type(error) -> str:
-    m = re.match(r"[A-Za-z_][\w.]{0,80}", error) if isinstance(error, str) else None
-    return m.group(0) if m else "an error"
+    """The error's type if it is one of Python's own; any other name could spell out what the function saw."""
+    name = error.split(":", 1)[0] if isinstance(error, str) else ""
+    return name if name in _BUILTIN_ERRORS else "TimeLimit" if name == "TimeLimit" else "an error"
 
 
 def _parse_results(stdout: bytes) -> dict:
@@ -213,8 +218,8 @@ def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell
     flags = "; ".join([flags] * bool(flags) + [f"{e.label}: the graded function is lmbook's own" for e in
                        grader.exercises if str(outputs.get(e.check_name, {}).get("module", "")).startswith("lmbook")])
     stopped = (f"the notebook ran past the time limit of {limits.seconds:g} s" if outcome.timed_out else
-               f"the notebook's process was stopped (status {outcome.returncode}): a limit on CPU time or memory, "
-               "or a crash" if outcome.returncode else "")
+               "the notebook's process was stopped: a limit on CPU time or memory, or a crash"
+               if outcome.returncode else "")
     first_error = submissions.clean(next((f"cell {i}: {err}" for i, err in enumerate(cell_errors, 1) if err), ""))
     rows, lines = [], []
     for e in grader.exercises:
@@ -226,28 +231,30 @@ def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell
             reason = f"could not be checked: {stopped or 'no output'}"
         if not passed and first_error:
             reason += f"; first error in the notebook: {first_error}"[:300]
-        rows.append(row(e, passed, reason, flags))
+        rows.append(row(e, passed, submissions.clean(reason), submissions.clean(flags)))
         lines.append(f"{'✓' if passed else '✗'} {e.label}: {reason}")
     log += "\n[output truncated]" if outcome.truncated else ""
     return rows, "\n".join(lines) + "\n\nWhat the notebook printed:\n" + log
 
 
 def grade_all(submissions_dir, out_dir, reference_dir="notebooks", keys_dir="lib/answer_keys", *,
-              limits: sandbox.Limits | None = None, cell_timeout: float = 60, use_sandbox: bool = True) -> Path:
+              limits: sandbox.Limits | None = None, cell_timeout: float = 60, use_sandbox: bool = True,
+              only: tuple[str, ...] = ()) -> Path:
     """Grade every submission under ``submissions_dir`` (see :func:`.submissions.submissions`); write
-    ``grades.csv`` (row by row, as each submission finishes) and ``feedback/<student>.md`` into ``out_dir``."""
+    ``grades.csv`` (row by row, as each submission finishes) and ``feedback/<student>.md`` into ``out_dir``.
+    Only notebooks named like a reference notebook are graded, and with ``only``, only those named there."""
     submissions_dir, out_dir, reference_dir = Path(submissions_dir), Path(out_dir), Path(reference_dir)
-    _check_args(submissions_dir, reference_dir, use_sandbox, keys_dir)
+    _check_args(submissions_dir, reference_dir, use_sandbox, keys_dir, out_dir)
     limits, keys, graders, names = limits or sandbox.Limits(), load_keys(keys_dir), {}, {}
     (out_dir / "feedback").mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "grades.csv"
     with csv_path.open("w", newline="", errors="backslashreplace") as f:  # a name may not be valid UTF-8
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
+        f.flush()
         for who, sub in submissions.submissions(submissions_dir):
-            if not (reference_dir / sub.name).is_file():
-                rows, text = [{"exercise": "-", "passed": False, "points": 0, "max_points": 0, "flags": "",
-                               "reason": f"no reference notebook named {sub.name}"}], ""
+            if not (reference_dir / sub.name).is_file() or (only and sub.name not in only):
+                continue  # not a chapter being graded (and a name the student chose, kept out of the CSV)
             else:
                 if sub.name not in graders:
                     graders[sub.name] = _grader(reference_dir, sub.name, keys)
@@ -293,13 +300,14 @@ def _grade_safely(path, grader, limits, cell_timeout, use_sandbox) -> tuple[list
                  "flags": ""} for e in grader.exercises], reason + "\n"
 
 
-def _check_args(submissions_dir: Path, reference_dir: Path, use_sandbox: bool, keys_dir=None):
+def _check_args(submissions_dir: Path, reference_dir: Path, use_sandbox: bool, keys_dir=None, out_dir=None):
     if not submissions_dir.is_dir():
         raise ValueError(f"submissions_dir must be a directory, got {submissions_dir}")
     if not reference_dir.is_dir():
         raise ValueError(f"reference_dir must be a directory, got {reference_dir}")
     shown = [p.resolve() for p in sandbox.read_only_paths()]
-    for what, folder in (("submissions", submissions_dir), ("reference", reference_dir), ("keys", keys_dir)):
+    for what, folder in (("submissions", submissions_dir), ("reference", reference_dir), ("keys", keys_dir),
+                         ("output", out_dir)):
         if folder is not None and any(Path(folder).resolve().is_relative_to(p) for p in shown):
             raise ValueError(f"the {what} folder {folder} lies inside a folder the sandbox shows to every notebook")
     if use_sandbox and not sandbox.bwrap_available():

@@ -32,6 +32,7 @@ def main(argv=None) -> None:
     batch.add_argument("submissions")
     batch.add_argument("out", help="where grades.csv, canvas.csv and feedback/ go")
     batch.add_argument("--roster", help="Canvas gradebook export, to fill in canvas.csv's identity columns")
+    batch.add_argument("--notebook", action="append", default=[], help="grade only this chapter (repeatable)")
     _options(batch)
     one = commands.add_parser("gradescope", help="grade one Gradescope submission into results.json")
     one.add_argument("submission")
@@ -56,7 +57,8 @@ def main(argv=None) -> None:
     options = dict(limits=limits, cell_timeout=args.cell_seconds, use_sandbox=not args.no_sandbox)
     try:
         if args.command == "grade":
-            grades = grading.grade_all(args.submissions, args.out, args.reference, args.keys, **options)
+            grades = grading.grade_all(args.submissions, args.out, args.reference, args.keys,
+                                       only=tuple(args.notebook), **options)
             canvas = exports.canvas_csv(grades, Path(args.out) / "canvas.csv", args.roster)
             print("wrote", grades, "and", canvas)
         else:

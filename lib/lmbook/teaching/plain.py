@@ -16,7 +16,7 @@ import numpy as np
 __all__ = ["NotPlain", "encode", "decode", "MAX_DEPTH", "MAX_KEYS"]
 
 MAX_DEPTH = 20
-MAX_KEYS = 10_000  # entries of a set or dict: crafted keys that all hash alike make building one quadratic
+MAX_KEYS = 10_000  # set and dict entries in one value: crafted keys that all hash alike make building them slow
 _DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"}
 
 
@@ -71,9 +71,11 @@ def _number(x, dtype: str = "float64"):
     return x
 
 
-def decode(data, torch_tensors: bool = False, depth: int = 0):
+def decode(data, torch_tensors: bool = False, depth: int = 0, budget: list | None = None):
     """The value that ``data`` (from :func:`encode`) describes, with arrays as NumPy arrays, or as torch tensors
-    where ``torch_tensors`` (and the value was a tensor). Raises :class:`NotPlain` on anything else."""
+    where ``torch_tensors`` (and the value was a tensor). Raises :class:`NotPlain` on anything else, and on more
+    than ``MAX_KEYS`` set and dict entries in all (``budget`` counts them down through the recursion)."""
+    budget = [MAX_KEYS] if budget is None else budget
     if depth > MAX_DEPTH:
         raise NotPlain(f"nested more than {MAX_DEPTH} levels deep")
     if data is None or isinstance(data, (bool, int, str)):
@@ -81,7 +83,7 @@ def decode(data, torch_tensors: bool = False, depth: int = 0):
     if isinstance(data, float):
         return data
     if isinstance(data, list):
-        return [decode(v, torch_tensors, depth + 1) for v in data]
+        return [decode(v, torch_tensors, depth + 1, budget) for v in data]
     if not (isinstance(data, dict) and len(data) == 1):
         raise NotPlain(f"unexpected JSON: {type(data).__name__}")
     (tag, body), = data.items()
@@ -90,19 +92,21 @@ def decode(data, torch_tensors: bool = False, depth: int = 0):
     if tag == "bytes" and isinstance(body, str):
         return base64.b64decode(body, validate=True)
     if tag == "tuple" and isinstance(body, list):
-        return tuple(decode(v, torch_tensors, depth + 1) for v in body)
-    if tag in ("set", "dict") and isinstance(body, list) and len(body) > MAX_KEYS:
-        raise NotPlain(f"a {tag} of more than {MAX_KEYS} entries")
+        return tuple(decode(v, torch_tensors, depth + 1, budget) for v in body)
+    if tag in ("set", "dict") and isinstance(body, list):
+        budget[0] -= len(body)
+        if budget[0] < 0:
+            raise NotPlain(f"more than {MAX_KEYS} set and dict entries")
     if tag == "set" and isinstance(body, list):
         try:
-            return {decode(v, torch_tensors, depth + 1) for v in body}
+            return {decode(v, torch_tensors, depth + 1, budget) for v in body}
         except TypeError:
             raise NotPlain("a set of unhashable values") from None
     if tag == "dict" and isinstance(body, list):
         pairs = [p for p in body if isinstance(p, list) and len(p) == 2 and type(p[0]) in (str, int)]
         if len(pairs) != len(body):
             raise NotPlain("a dict entry that is not a [key, value] pair with a string or integer key")
-        return {k: decode(v, torch_tensors, depth + 1) for k, v in pairs}
+        return {k: decode(v, torch_tensors, depth + 1, budget) for k, v in pairs}
     if tag in ("array", "tensor") and isinstance(body, dict) and body.get("dtype") in _DTYPES:
         shape = body.get("shape")
         if not (isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape)):

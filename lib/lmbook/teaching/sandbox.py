@@ -20,7 +20,11 @@ Python is readable by others).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import os
+import platform
+import re
 import resource
 import shutil
 import signal
@@ -76,8 +80,10 @@ def bwrap_available() -> bool:
 
 # Where the sandbox's user is the host's root (the grader runs as root), these parts of /proc would let it change
 # the host's kernel settings or read kernel state; they are made read-only or hidden, as container runtimes do.
-_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/asound")
-_PROC_HIDDEN = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms")
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+_PROC_HIDDEN = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+                "/proc/kallsyms", "/proc/latency_stats", "/proc/slabinfo", "/proc/kpagecount", "/proc/kpageflags",
+                "/proc/kpagecgroup", "/proc/asound", "/proc/acpi", "/proc/scsi")
 _ENV = {"MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
         "LMBOOK_THREADS": "1", "LMBOOK_QUIET": "1"}
 
@@ -99,12 +105,14 @@ def sandbox_argv(argv: list[str], limits: Limits, user: int | None = None) -> li
     """The bubblewrap command line that runs ``argv`` in the sandbox (started as ``user``, or as the grader)."""
     from lmbook.pretrained import cache_dir
 
-    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-           "--cap-drop", "ALL", "--clearenv", "--proc", "/proc", "--dev", "/dev"]
+    cmd = ["bwrap", "--unshare-all", "--unshare-user", *_no_more_namespaces(), "--die-with-parent",
+           "--new-session", "--cap-drop", "ALL", "--clearenv", "--proc", "/proc", "--dev", "/dev"]
     for folder in ("/tmp", "/sandbox", "/dev/shm"):
         cmd += ["--size", str(limits.scratch), "--tmpfs", folder]
     cmd += [arg for p in _PROC_READ_ONLY if Path(p).exists() for arg in ("--ro-bind", p, p)]
-    cmd += [arg for p in _PROC_HIDDEN if Path(p).exists() for arg in ("--ro-bind", "/dev/null", p)]
+    for path in (Path(p) for p in _PROC_HIDDEN if Path(p).exists()):  # an empty folder, or /dev/null
+        cmd += ["--tmpfs", str(path), "--remount-ro", str(path)] if path.is_dir() else \
+            ["--ro-bind", "/dev/null", str(path)]
     for path in read_only_paths():  # after the scratch folders: Python may live under /tmp (a CI checkout)
         if path.is_symlink() and path.parent == Path("/"):
             cmd += ["--symlink", os.readlink(path), str(path)]  # /bin -> usr/bin on merged-/usr systems
@@ -112,7 +120,16 @@ def sandbox_argv(argv: list[str], limits: Limits, user: int | None = None) -> li
             cmd += ["--ro-bind", str(path), str(path)]
     env = {**_ENV, "HOME": "/sandbox", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
            "MPLCONFIGDIR": "/tmp/matplotlib", "LMBOOK_CACHE": str(cache_dir())}
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]  # the only writable folders are the sized ones
     return cmd + ["--chdir", "/sandbox"] + [a for kv in env.items() for a in ("--setenv", *kv)] + ["--", *argv]
+
+
+@functools.cache
+def _no_more_namespaces() -> list[str]:
+    """``--disable-userns`` (no nested user namespace: less of the kernel in reach), where bubblewrap has it."""
+    version = subprocess.run(["bwrap", "--version"], capture_output=True, text=True).stdout.split()[-1:]
+    parts = tuple(int(x) for x in re.findall(r"\d+", version[0])[:2]) if version else (0, 0)
+    return ["--disable-userns"] if parts >= (0, 8) else []
 
 
 def _limit_resources(limits: Limits, groups: list[Path]):
@@ -126,7 +143,12 @@ def _limit_resources(limits: Limits, groups: list[Path]):
             resource.setrlimit(what, (value, value))
         for group in groups:
             (group / "cgroup.procs").write_text(str(os.getpid()))
+        if _KEYCTL is not None:  # a session keyring of its own: none shared with the grader or other runs
+            ctypes.CDLL(None, use_errno=True).syscall(_KEYCTL, 1, None)  # KEYCTL_JOIN_SESSION_KEYRING
     return apply
+
+
+_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(platform.machine())  # the keyctl system call
 
 
 # cgroup v1 controllers: the number of processes, their total memory (tmpfs and shared memory included), and
@@ -164,8 +186,11 @@ def _cgroups(limits: Limits) -> list[Path]:
             for knob, value in _CGROUPS[controller](limits).items():
                 (group / knob).write_text(str(value))
             made.append(group)
-        except OSError:
-            continue
+        except OSError:  # all or nothing: a partial set of caps would pass for the whole set
+            for made_group in made + [group]:
+                with contextlib.suppress(OSError):
+                    made_group.rmdir()
+            return []
     return made
 
 
@@ -215,8 +240,8 @@ def _run(cmd, stdin, then, limits, cwd, env, user) -> Outcome:
                                 daemon=True)]
     for reader in readers:
         reader.start()
-    _feed(proc, stdin, then, ended, start + limits.seconds)
-    try:
+    threading.Thread(target=_feed, args=(proc, stdin, then, ended, start + limits.seconds), daemon=True).start()
+    try:  # the writer is a thread: a notebook that fills its own stdin pipe cannot hold the grader past the limit
         proc.wait(timeout=max(0.0, start + limits.seconds - time.monotonic()))
         timed_out = False
     except subprocess.TimeoutExpired:
@@ -238,7 +263,7 @@ def _feed(proc, stdin: bytes, then: bytes | None, ended: threading.Event, deadli
                     return
             proc.stdin.write(then)
         proc.stdin.close()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError):
         pass
 
 

@@ -158,6 +158,17 @@ def _core_file():
     return pathlib.Path(core.__file__)
 
 
+def survivors(grader_pid: int) -> list[int]:
+    """Processes still marked as started by the grader with this process id (the sandbox sets LMBOOK_GRADER)."""
+    mark, found = f"LMBOOK_GRADER={grader_pid}\0".encode(), []
+    for env in pathlib.Path("/proc").glob("[0-9]*/environ"):
+        try:
+            found += [int(env.parent.name)] if mark in env.read_bytes() else []
+        except OSError:
+            pass
+    return found
+
+
 def points(batch, student):
     return sum(float(r["points"]) for r in batch["rows"] if r["student"] == student)
 
@@ -233,7 +244,7 @@ def test_no_file_was_written_changed_or_deleted(batch):
 @needs_sandbox
 def test_nothing_outlives_its_run_and_there_is_no_network(batch):
     assert batch["path"].read_bytes() == batch["csv_after"]  # no late writer
-    assert subprocess.run(["pgrep", "-f", "lmbook-attack-daemon|lmbook.teaching.harness"]).returncode == 1
+    assert survivors(os.getpid()) == []
     assert batch["received"] == []
     assert has(batch, "network", "no network")
     assert not has(batch, "write_kernel_settings", "WROTE")
@@ -244,7 +255,7 @@ def test_nothing_outlives_its_run_and_there_is_no_network(batch):
 def test_limits_hold_and_cost_only_their_author(batch):
     rows = {r["student"]: r for r in batch["rows"]}
     assert "limit" in rows["loop_that_ignores_interrupts"]["reason"]  # of wall-clock or of CPU time
-    assert "time limit of 20 s" in rows["fill_own_stdin_then_sleep"]["reason"]
+    assert "did not finish" in rows["fill_own_stdin_then_sleep"]["reason"]  # stopped at the limit all the same
     assert (batch["out"] / "feedback" / "flood_the_output.md").stat().st_size < 2 * LIMITS.output
     assert not has(batch, "allocate_4_gib", "ALLOCATED")
     started = re.search(r"STARTED (\d+)", feedback(batch, "fork_bomb"))
@@ -286,7 +297,7 @@ def test_killing_the_grader_keeps_the_rows_already_graded_and_leaves_nothing_run
     time.sleep(1)
     rows = list(csv.DictReader(grades.open()))
     assert [r["student"] for r in rows] == ["a"] * 5 and all(r["passed"] == "True" for r in rows)
-    assert subprocess.run(["pgrep", "-f", "lmbook.teaching.harness"]).returncode == 1
+    assert survivors(proc.pid) == []
 
 
 def test_the_grader_refuses_to_run_unsandboxed_unless_told(tmp_path, monkeypatch):
@@ -358,6 +369,11 @@ def test_forged_or_malformed_harness_output_earns_nothing_and_never_crashes(stdo
     (tmp_path / CHAPTER).write_text(json.dumps(chapter_one_exercises()))
     rows, _ = grading.grade_submission(tmp_path / CHAPTER, grader, LIMITS)
     assert len(rows) == 5 and not any(r["passed"] for r in rows)
+
+
+def test_flags_stay_short_however_many_cells_deserve_one():
+    found = flags.flag_cells([f"os.x{i}" for i in range(5000)], set(), set())
+    assert len(found) <= 1000 and found.endswith("more cells")
 
 
 def test_flags_take_linear_time_on_a_huge_line():

@@ -63,7 +63,7 @@ VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
 def test_gradescope_results_follow_the_autograder_specification():
     rows = [{"exercise": "ch01-x", "passed": True, "points": 1.0, "max_points": 1.0, "reason": "passed"},
             {"exercise": "ch01-y", "passed": False, "points": 0.0, "max_points": 2.0, "reason": "case 1 differs"}]
-    data = json.loads(json.dumps(exports.gradescope_results(rows, "feedback text", 12.4)))
+    data = json.loads(json.dumps(exports.gradescope_results(rows, "feedback text")))
     assert set(data) <= set(TOP) and all(isinstance(data[k], TOP[k]) for k in data)
     assert data["visibility"] in VISIBILITY and data["stdout_visibility"] in VISIBILITY
     for test in data["tests"]:

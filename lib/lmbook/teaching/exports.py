@@ -61,12 +61,13 @@ def canvas_csv(grades_csv, out_path, roster=None) -> Path:
     return out_path
 
 
-def gradescope_results(rows: list[dict], feedback: str, seconds: float) -> dict:
-    """Gradescope's results.json for one submission: one test per exercise, and the feedback as its output."""
+def gradescope_results(rows: list[dict], feedback: str) -> dict:
+    """Gradescope's results.json for one submission: one test per exercise, and the feedback as its output (no
+    execution time: the notebook controls it, and it would tell the student something of the hidden inputs)."""
     tests = [{"name": r["exercise"], "score": float(r["points"]), "max_score": float(r["max_points"]),
               "status": "passed" if r["passed"] else "failed", "output": r["reason"], "visibility": "visible"}
              for r in rows]
-    return {"score": sum(t["score"] for t in tests), "execution_time": round(seconds), "output": feedback[:50_000],
+    return {"score": sum(t["score"] for t in tests), "output": feedback[:50_000],
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
 
 

@@ -134,15 +134,12 @@ class Grader:
             return False, "could not be checked: the outputs are incomplete"
         for i, (case, out, want) in enumerate(zip(cases, outputs, self.expected[name], strict=True)):
             where = f"case {i + 1} ({case.call_text(name)})" if i < n_public else "a hidden case"
+            if i >= n_public and not (isinstance(out, dict) and "value" in out and _matches(check, want, out)):
+                return False, "a hidden case failed"  # nothing more: the function chose how it failed
             if not isinstance(out, dict) or "value" not in out:  # only the error's type: its text could carry
                 error = out.get("error") if isinstance(out, dict) else None  # what the function saw
                 return False, f"{where} raised {_error_type(error)}"
-            try:
-                value = _plain(out["value"])
-                value = check.project(value) if check.project else value
-            except Exception:  # a malformed output: the projection cannot use it
-                return False, f"{where}: the output has the wrong form"
-            if not close(want, value, check.rtol, check.atol):
+            if not _matches(check, want, out):
                 return False, f"{where} differs from the expected output"
         return True, "passed"
 
@@ -165,6 +162,15 @@ def _number(data) -> float | None:
     if hasattr(value, "size") and value.size == 1 and value.dtype.kind in "iuf":
         value = value.item()
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _matches(check, want, out: dict) -> bool:
+    """Whether a harvested output equals the expected one (a malformed output does not)."""
+    try:
+        value = _plain(out["value"])
+        return close(want, check.project(value) if check.project else value, check.rtol, check.atol)
+    except Exception:  # a malformed output: the projection cannot use it
+        return False
 
 
 _BUILTIN_ERRORS = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
@@ -217,9 +223,10 @@ def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell
     flags = grader.flags(cells)
     flags = "; ".join([flags] * bool(flags) + [f"{e.label}: the graded function is lmbook's own" for e in
                        grader.exercises if str(outputs.get(e.check_name, {}).get("module", "")).startswith("lmbook")])
-    stopped = (f"the notebook ran past the time limit of {limits.seconds:g} s" if outcome.timed_out else
+    stopped = ("the notebook did not finish" if outcome.log_closed and (outcome.timed_out or outcome.returncode)
+               else f"the notebook ran past the time limit of {limits.seconds:g} s" if outcome.timed_out else
                "the notebook's process was stopped: a limit on CPU time or memory, or a crash"
-               if outcome.returncode else "")
+               if outcome.returncode else "")  # once the inputs were in, how it ended is the function's to choose
     first_error = submissions.clean(next((f"cell {i}: {err}" for i, err in enumerate(cell_errors, 1) if err), ""))
     rows, lines = [], []
     for e in grader.exercises:

@@ -67,6 +67,7 @@ class Outcome:
     timed_out: bool
     truncated: bool
     seconds: float
+    log_closed: bool = False  # the program wrote MARKER (so whatever ended it came after)
 
 
 def bwrap_available() -> bool:
@@ -118,7 +119,8 @@ def sandbox_argv(argv: list[str], limits: Limits, user: int | None = None) -> li
             cmd += ["--symlink", os.readlink(path), str(path)]  # /bin -> usr/bin on merged-/usr systems
         elif user is None or _others_can_run(path):
             cmd += ["--ro-bind", str(path), str(path)]
-    env = {**_ENV, "HOME": "/sandbox", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+    env = {**_ENV, "LMBOOK_GRADER": str(os.getpid()), "HOME": "/sandbox",
+           "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
            "MPLCONFIGDIR": "/tmp/matplotlib", "LMBOOK_CACHE": str(cache_dir())}
     cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]  # the only writable folders are the sized ones
     return cmd + ["--chdir", "/sandbox"] + [a for kv in env.items() for a in ("--setenv", *kv)] + ["--", *argv]
@@ -208,7 +210,8 @@ def run(argv: list[str], stdin: bytes, limits: Limits, sandbox: bool = True, the
         user = _unprivileged_user(sandbox)
         cmd, env = sandbox_argv(argv, limits, user), None
         if not sandbox:
-            cmd, env = argv, {**_ENV, "HOME": scratch, "IPYTHONDIR": scratch, "PATH": os.defpath}
+            cmd, env = argv, {**_ENV, "LMBOOK_GRADER": str(os.getpid()), "HOME": scratch, "IPYTHONDIR": scratch,
+                              "PATH": os.defpath}
         if user is not None:
             os.chown(scratch, user, user)
         return _run(cmd, stdin, then, limits, scratch, env, user)
@@ -250,7 +253,7 @@ def _run(cmd, stdin, then, limits, cwd, env, user) -> Outcome:
     for reader in readers:
         reader.join(timeout=10)
     return Outcome(proc.returncode, bytes(out), bytes(log), timed_out, bool(state.get("truncated")),
-                   time.monotonic() - start)
+                   time.monotonic() - start, ended.is_set())
 
 
 def _feed(proc, stdin: bytes, then: bytes | None, ended: threading.Event, deadline: float):

@@ -205,18 +205,19 @@ def _split_log(log: bytes) -> tuple[str, list]:
     return submissions.clean(text.decode("utf-8", "replace")), errors if isinstance(errors, list) else []
 
 
+def _row(e: Exercise, passed: bool, reason: str, flags: str = "") -> dict:
+    return {"exercise": e.label, "passed": passed, "points": e.points if passed else 0.0, "max_points": e.points,
+            "reason": reason, "flags": flags}
+
+
 def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell_timeout: float = 60,
                      use_sandbox: bool = True) -> tuple[list[dict], str]:
     """Grade one notebook; return one row per exercise and the feedback text."""
-    def row(e, passed, reason, flags=""):
-        return {"exercise": e.label, "passed": passed, "points": e.points if passed else 0.0,
-                "max_points": e.points, "reason": reason, "flags": flags}
-
     try:
         cells = submissions.read_code_cells(path)
     except (OSError, ValueError, UnicodeDecodeError) as err:
         reason = f"not a readable notebook: {str(err)[:200]}"
-        return [row(e, False, reason) for e in grader.exercises], reason + "\n"
+        return [_row(e, False, reason) for e in grader.exercises], reason + "\n"
     argv = [sys.executable, "-I", "-m", "lmbook.teaching.harness"]
     outcome = sandbox.run(argv, grader.job(cells, cell_timeout), limits, sandbox=use_sandbox, then=grader.inputs)
     outputs, (log, cell_errors) = _parse_results(outcome.stdout), _split_log(outcome.stderr)
@@ -238,7 +239,7 @@ def grade_submission(path: Path, grader: Grader, limits: sandbox.Limits, *, cell
             reason = f"could not be checked: {stopped or 'no output'}"
         if not passed and first_error:
             reason += f"; first error in the notebook: {first_error}"[:300]
-        rows.append(row(e, passed, submissions.clean(reason), submissions.clean(flags)))
+        rows.append(_row(e, passed, submissions.clean(reason), submissions.clean(flags)))
         lines.append(f"{'✓' if passed else '✗'} {e.label}: {reason}")
     log += "\n[output truncated]" if outcome.truncated else ""
     return rows, "\n".join(lines) + "\n\nWhat the notebook printed:\n" + log
@@ -287,8 +288,7 @@ def grade_one(submission_dir, notebook: str, reference_dir="notebooks", keys_dir
     path = submission_dir / notebook
     if not path.exists():
         reason = f"the submission holds no notebook named {notebook}"
-        return [{"exercise": e.label, "passed": False, "points": 0.0, "max_points": e.points, "reason": reason,
-                 "flags": ""} for e in grader.exercises], reason + "\n"
+        return [_row(e, False, reason) for e in grader.exercises], reason + "\n"
     return _grade_safely(path, grader, limits or sandbox.Limits(), cell_timeout, use_sandbox)
 
 
@@ -303,8 +303,7 @@ def _grade_safely(path, grader, limits, cell_timeout, use_sandbox) -> tuple[list
         return grade_submission(path, grader, limits, cell_timeout=cell_timeout, use_sandbox=use_sandbox)
     except Exception as err:  # a failure of the grader itself costs this submission, not the batch
         reason = f"the grader could not run this submission: {type(err).__name__}: {err}"[:300]
-        return [{"exercise": e.label, "passed": False, "points": 0.0, "max_points": e.points, "reason": reason,
-                 "flags": ""} for e in grader.exercises], reason + "\n"
+        return [_row(e, False, reason) for e in grader.exercises], reason + "\n"
 
 
 def _check_args(submissions_dir: Path, reference_dir: Path, use_sandbox: bool, keys_dir=None, out_dir=None):

@@ -118,6 +118,39 @@ def test_chapter_shape_and_exercise_convention(nb):
             assert "checks.check_" in src + after, f"{nb.name}: a solution cell has no self-check after it"
 
 
+# Chapters written to the exercise rules (the others join as they are revised): at least five exercises, each
+# labelled with its kinds in a `:class:` line after its `:label:`, with two that transfer, one proof or
+# derivation and one mini-project; and no more than about 70 cells, a chapter a student can finish.
+EXERCISE_KINDS = {"drill", "transfer", "proof", "project"}
+RULED = {"01_language_models_and_perplexity", "02_tfidf_bm25_pmi", "05_tokenization", "06_embeddings"}
+MAX_CELLS = 70
+
+
+def exercise_kinds(markdown: str) -> dict[str, list[str]]:
+    """{label: kinds} for every exercise in a chapter's markdown; kinds come from the `:class:` option."""
+    found = re.findall(r"```\{exercise-start\}[^\n]*\n:label: ([\w-]+)\n(?::class: ([^\n]*)\n)?", markdown)
+    return {label: classes.split() for label, classes in found}
+
+
+def test_exercise_kinds_are_read_from_the_class_option():
+    md = ("```{exercise-start} A\n:label: ch01-a\n:class: transfer proof\n```\n"
+          "```{exercise-start} B\n:label: ch01-b\n```\n")
+    assert exercise_kinds(md) == {"ch01-a": ["transfer", "proof"], "ch01-b": []}
+
+
+@pytest.mark.parametrize("nb", [n for n in NOTEBOOKS if n.stem in RULED], ids=lambda p: p.stem)
+def test_exercises_teach_transfer_and_chapters_stay_short(nb):
+    d = load(nb)
+    assert len(d["cells"]) <= MAX_CELLS, f"{nb.name}: {len(d['cells'])} cells, at most {MAX_CELLS}"
+    kinds = exercise_kinds("\n".join("".join(c["source"]) for c in d["cells"] if c["cell_type"] == "markdown"))
+    assert len(kinds) >= 5, f"{nb.name}: {len(kinds)} exercises, at least 5 are required"
+    for label, ks in kinds.items():
+        assert ks and set(ks) <= EXERCISE_KINDS, f"{nb.name}: {label} has kinds {ks}, expected some of {EXERCISE_KINDS}"
+    count = {k: sum(k in ks for ks in kinds.values()) for k in EXERCISE_KINDS}
+    for kind, least in {"transfer": 2, "proof": 1, "project": 1}.items():
+        assert count[kind] >= least, f"{nb.name}: {count[kind]} {kind} exercises, at least {least} required"
+
+
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_student_edition_can_run_top_to_bottom(nb):
     """Names a solution defines are stubbed in the student edition, so no cell outside the solutions may use

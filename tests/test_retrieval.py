@@ -325,3 +325,13 @@ def test_manual_queries_name_real_topics():
     assert len(queries) >= 30
     assert all(rel and rel <= topics for _, rel in queries)
     assert len({q for q, _ in queries}) == len(queries)
+
+
+def test_manual_queries_split_is_fixed_disjoint_and_complete():
+    every, dev, test = manual_queries(), manual_queries("dev"), manual_queries("test")
+    assert manual_queries("all") == every
+    assert dev == every[0::2] and test == every[1::2]  # alternate lines of the file, a fixed split
+    assert len(dev) == len(test) == len(every) // 2
+    assert not {q for q, _ in dev} & {q for q, _ in test}
+    with pytest.raises(ValueError, match="split"):
+        manual_queries("train")

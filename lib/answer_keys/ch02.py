@@ -15,24 +15,6 @@ def bm25_term(tf, doc_len, avgdl, df, n_docs, k1=1.5, b=0.75):
     return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * doc_len / avgdl))
 
 
-def ppmi(counts):
-    C = np.asarray(counts, dtype=float)
-    total = C.sum()
-    p_xy = C / total
-    p_x, p_y = C.sum(axis=1) / total, C.sum(axis=0) / total
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pmi = np.log2(p_xy / np.outer(p_x, p_y))
-    return np.where(C > 0, np.maximum(pmi, 0.0), 0.0)
-
-
-def rrf(rankings, k=60):
-    scores = {}
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
-    return scores
-
-
 def average_precision(ranked, relevant):
     hits, total = 0, 0.0
     for rank, doc in enumerate(ranked, start=1):
@@ -40,6 +22,18 @@ def average_precision(ranked, relevant):
             hits += 1
             total += hits / rank
     return total / len(relevant)
+
+
+def expand_query(query, association, vocab, m):
+    scores = np.asarray(association, dtype=float)
+    out = list(query)
+    for word in query:
+        if word not in vocab:
+            continue
+        row = scores[vocab.index(word)]
+        partners = sorted((j for j in range(len(vocab)) if row[j] > 0), key=lambda j: (-row[j], j))
+        out += [vocab[j] for j in partners if vocab[j] not in out][:m]
+    return out
 
 
 def _hidden_bm25_term():
@@ -52,49 +46,36 @@ def _hidden_bm25_term():
     ]
 
 
-def _hidden_ppmi():
-    rng = np.random.default_rng(20260202)
-    square = rng.integers(0, 6, size=(4, 4))
-    square[1, :] = 0  # a word never seen as x
-    square[:, 2] = 0  # a word never seen as y
-    square[0, 0] = 3
-    rectangular = rng.integers(0, 4, size=(3, 5))  # words x contexts: row and column sums differ in length
-    rectangular[:, 4] = 0
-    rectangular[2, 0] = 5
-    smoothed = rng.uniform(0.1, 3.0, size=(3, 3))  # fractional counts
-    return [
-        Case((square,)),
-        Case((rectangular,)),
-        Case((np.outer([1, 2, 4], [3, 1, 2]),)),  # independent: 0 everywhere
-        Case((smoothed,)),
-        Case((np.array([[0, 7], [2, 0]]),)),
-    ]
-
-
-def _hidden_rrf():
-    return [
-        Case(([["d4", "d1", "d7", "d2"], ["d1", "d9"], ["d7", "d4", "d1"]],)),
-        Case(([["p", "q"], [], ["q"]],), kwargs=dict(k=1)),
-        Case(([["solo"]],), kwargs=dict(k=0)),
-        Case(([],)),
-        Case(([["a", "b", "c", "d", "e"], ["e", "d", "c", "b", "a"]],), kwargs=dict(k=2.5)),
-    ]
-
-
 def _hidden_average_precision():
     return [
         Case((["d3", "d1", "d5", "d2", "d8", "d4"], {"d1", "d4", "d9"})),  # d9 never retrieved
         Case((["q"], {"q"})),
+        Case((["m", "n"], {"n", "o", "p"})),  # shorter than the relevant set: divide by 3, not 2
         Case(([], {"a", "b"})),
         Case(([10, 20, 30, 40], {40})),
         Case((["r1", "r2", "r3"], {"r1", "r2", "r3"})),
     ]
 
 
+def _hidden_expand_query():
+    words = ["ast", "byte", "code", "data", "eval", "file"]
+    rng = np.random.default_rng(20261124)
+    upper = np.triu(rng.integers(0, 4, size=(6, 6)).astype(float), 1)
+    scores = upper + upper.T  # symmetric, zero diagonal, integer scores so ties occur
+    negative = scores - 1.5  # PMI-like: some scores <= 0 must be skipped
+    return [
+        Case((["code", "data"], scores, words, 2)),
+        Case((["eval", "ast", "file"], scores, words, 1)),
+        Case((["byte"], negative, words, 5)),
+        Case((["unknown", "data"], scores, words, 3)),
+        Case((["file", "file"], scores, words, 2)),  # a repeated token
+        Case((["ast"], np.zeros((6, 6)), words, 2)),  # nothing associated
+    ]
+
+
 KEYS = {
-    "tfidf_by_hand": Key(answer=3 / 100 * math.log(10_000_000 / 1_000)),
+    "pmi_by_hand": Key(answer=math.log2(40 * 10_000 / (50 * 80))),
     "bm25_term": Key(bm25_term, _hidden_bm25_term, giveaways=("bm25_idf", "bm25_tf")),
-    "ppmi": Key(ppmi, _hidden_ppmi, giveaways=("ppmi", "pmi")),
-    "rrf": Key(rrf, _hidden_rrf, giveaways=("reciprocal_rank_fusion",)),
     "average_precision": Key(average_precision, _hidden_average_precision),
+    "expand_query": Key(expand_query, _hidden_expand_query),
 }

@@ -71,7 +71,9 @@ def bm25_tf(tf, doc_len, avgdl: float, k1: float = 1.5, b: float = 0.75, variant
     bm25l  (k1 + 1) (c + delta) / (k1 + c + delta) with c = tf / (1 - b + b |d| / avgdl)
     bm25+  tf (k1 + 1) / (tf + K) + delta
     ``tf`` and ``doc_len`` are numbers or arrays that broadcast. A term absent from the document (tf = 0)
-    scores 0, except in bm25l and bm25+, which give it a delta term.
+    scores 0, except in bm25l and bm25+. Lv and Zhai sum delta only over query terms the document contains (a
+    lower bound for a match); bm25s and rank_bm25, and so this code, give absent terms the tf = 0 value too,
+    which turns bm25+'s delta into a constant added to every document: it changes no ranking.
     """
     _check_bm25_tf(tf, doc_len, avgdl, k1, b, variant, delta)
     tf = np.asarray(tf, dtype=np.float64)

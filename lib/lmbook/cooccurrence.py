@@ -107,9 +107,10 @@ def pmi(cooc: Cooccurrence, *, base: float = 2, marginals: str = "unigram") -> n
     """PMI(x, y) = log_base p(x, y) / (p(x) p(y)) for every pair of words: a dense (V, V) array (chapter 2).
 
     Pairs never seen together get -inf (log 0). When p(x) and p(y) are the marginals of p(x, y)
-    (``marginals="matrix"``), PMI <= min(-log p(x), -log p(y)), with equality when x and y only ever occur
-    together. Unigram marginals only approximate them: pairs are lost at sentence ends, so on a tiny corpus
-    the bound can fail. Dense, so meant for small vocabularies; see :func:`ppmi` and :func:`collocations`.
+    (``marginals="matrix"``), PMI <= min(-log p(x), -log p(y)), with equality when the rarer of x and y only
+    ever occurs with the other. Unigram marginals only approximate them: pairs are lost at sentence ends,
+    so on a tiny corpus the bound can fail. Dense, so meant for small vocabularies; see :func:`ppmi` and
+    :func:`collocations`.
     """
     _check_pmi(cooc, base, marginals, dense=True)
     C = cooc.counts.toarray()  # (V, V)

@@ -110,7 +110,8 @@ def suggest(word: str, word_counts: dict, k: int = 5, max_distance: int = 2, dis
 
     Ranked by distance, then by count in ``word_counts`` (more frequent first), then alphabetically, so
     ties are broken by frequency, as a unigram language model would. Words whose length differs from
-    ``word``'s by more than ``max_distance`` cannot be close enough and are skipped without computing D.
+    ``word``'s by more than ``max_distance`` are skipped without computing D: valid when every insertion and
+    deletion costs at least 1, as in the default distances.
     ``distance(a, b)`` is any edit distance, e.g. :func:`osa_distance` (chapter 2).
     """
     _check_suggest(word, word_counts, k, max_distance, distance)

@@ -3,7 +3,8 @@
 - :func:`reciprocal_rank_fusion`: RRF(d) = sum over rankings of 1 / (k + rank(d)), the usual way to combine
   a sparse retriever (BM25, :mod:`lmbook.bm25`) with a dense one (embeddings, chapter 6);
 - :func:`precision_at_k`, :func:`recall_at_k` and :func:`reciprocal_rank` (its mean over queries is MRR);
-- :func:`manual_queries`: a labelled query set over the Python manual, to measure retrievers on.
+- :func:`manual_queries`: a labelled query set over the Python manual, to measure retrievers on, with a fixed
+  split into dev queries (to choose parameters on) and test queries (to report on).
 
 A ranking is a list of document ids, best first; any hashable id works (an int index, a topic name).
 Left out on purpose: graded relevance (nDCG), average precision (an exercise of the chapter), and
@@ -17,7 +18,10 @@ from pathlib import Path
 
 from . import validate
 
-__all__ = ["reciprocal_rank_fusion", "precision_at_k", "recall_at_k", "reciprocal_rank", "manual_queries"]
+__all__ = ["reciprocal_rank_fusion", "precision_at_k", "recall_at_k", "reciprocal_rank", "manual_queries",
+           "QUERY_SPLITS"]
+
+QUERY_SPLITS = ("all", "dev", "test")
 
 
 def reciprocal_rank_fusion(rankings, k: float = 60) -> list[tuple[object, float]]:
@@ -52,19 +56,22 @@ def reciprocal_rank(ranked, relevant: set) -> float:
     return next((1.0 / rank for rank, d in enumerate(ranked, start=1) if d in relevant), 0.0)
 
 
-def manual_queries() -> list[tuple[str, frozenset]]:
+def manual_queries(split: str = "all") -> list[tuple[str, frozenset]]:
     """The chapter's labelled queries over the Python manual: (query, topics that answer it).
 
     Written for this book (``data/manual_queries.txt``): each line is a question a reader might type and the
-    topics of :func:`lmbook.data.documents` that contain the answer.
+    topics of :func:`lmbook.data.documents` that contain the answer. ``split="dev"`` gives the queries at even
+    positions of the file (0, 2, 4, ...), ``"test"`` those at odd positions, ``"all"`` every query; the file
+    groups related questions, so alternating lines spreads every theme over both halves.
     """
+    validate.choice("split", split, QUERY_SPLITS)
     path = Path(__file__).parent / "data" / "manual_queries.txt"
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
             query, topics = line.split("\t")
             out.append((query, frozenset(topics.split(","))))
-    return out
+    return out if split == "all" else out[0 if split == "dev" else 1::2]
 
 
 # ----- argument checks ---------------------------------------------------------------------------------

@@ -6,15 +6,16 @@ import numpy as np
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_tfidf_by_hand", "check_bm25_term", "check_ppmi", "check_rrf", "check_average_precision"]
+__all__ = ["check_pmi_by_hand", "check_bm25_term", "check_average_precision", "check_expand_query"]
 
-answer_check("tfidf_by_hand",
-             hint="TF = 3/100 and IDF = ln(N / df), with the natural log: log10 gives 4 and 0.12.")
+answer_check("pmi_by_hand",
+             hint="give at least 4 significant figures (6.64 is too coarse). PMI = log2(p(x, y) / (p(x) p(y))) "
+                  "with p(x, y) = 40 / 10,000, p(x) = 50 / 10,000 and p(y) = 80 / 10,000; in bits, so log base 2.")
 
 
-def check_tfidf_by_hand(answer) -> None:
-    """TF-IDF of "cat": 3 times in a 100-word document, in 1,000 of 10 million documents, natural log."""
-    check_answer("tfidf_by_hand", answer)
+def check_pmi_by_hand(answer) -> None:
+    """PMI(x -> y) in bits: 40 of 10,000 pairs are (x, y), 50 start with x, 80 end with y."""
+    check_answer("pmi_by_hand", answer)
 
 
 function_check("bm25_term", lambda: [
@@ -35,44 +36,13 @@ def check_bm25_term(fn) -> None:
     run_check("bm25_term", fn)
 
 
-function_check("ppmi", lambda: [
-    Case((np.array([[2.0, 1.0], [1.0, 4.0]]),)),
-    Case((np.array([[0, 2, 0], [1, 0, 3], [0, 0, 1]]),),
-         hint="a pair never seen has PMI = -inf; PPMI turns it into 0 (watch out for nan from 0/0)."),
-    Case((np.array([[0, 1, 1, 0, 0, 2], [0, 0, 0, 1, 0, 0], [0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 2, 0],
-                    [2, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]]),),
-         hint="p(x) is the row sum over the total, p(y) the column sum: a row of zeros is allowed."),
-    Case((np.array([[5, 1], [1, 5]]),), hint="PMI is in bits here: use log2."),
-    Case((np.array([[1, 3], [3, 9]]),), hint="independent counts give PMI = 0 everywhere."),
-], hint="PPMI = max(0, log2(p(x,y) / (p(x) p(y)))) with p(x,y) = C / C.sum(), "
-        "p(x) = row sums / C.sum(), p(y) = column sums / C.sum(), and 0 where C is 0.")
-
-
-def check_ppmi(fn) -> None:
-    """ppmi(counts): max(0, log2 p(x,y) / (p(x) p(y))) from a count matrix, marginals from its row and column
-    sums, and 0 where the count is 0."""
-    run_check("ppmi", fn)
-
-
-function_check("rrf", lambda: [
-    Case(([["a", "b", "c"], ["b", "a", "c"]],)),
-    Case(([["a", "b"], ["c"]],), hint="a document missing from a ranking adds nothing for that ranking."),
-    Case(([["x", "y", "z"]],), kwargs=dict(k=0), hint="ranks start at 1: with k = 0 the top scores 1/1."),
-    Case(([[3, 1, 2], [2, 3], [1]],), kwargs=dict(k=10), hint="use the k you are given."),
-], hint="RRF(d) = sum over rankings of 1 / (k + rank of d); the top document has rank 1.")
-
-
-def check_rrf(fn) -> None:
-    """rrf(rankings, k=60) -> {document: sum over rankings of 1 / (k + rank)}, ranks from 1."""
-    run_check("rrf", fn)
-
-
 function_check("average_precision", lambda: [
     Case((["a", "b", "c"], {"a"})),
     Case((["x", "a", "y", "b"], {"a", "b"}), hint="average P@k over the ranks k of relevant documents."),
     Case((["x", "a"], {"a", "b"}),
          hint="divide by the number of relevant documents, including those never retrieved."),
     Case((["x", "y"], {"a"}), hint="no relevant document retrieved gives 0."),
+    Case((["a"], {"a", "b"}), hint="a list shorter than the relevant set still divides by |relevant|: here 1/2."),
     Case(([4, 2, 7, 1, 9], {1, 4, 9})),
 ])
 
@@ -80,3 +50,28 @@ function_check("average_precision", lambda: [
 def check_average_precision(fn) -> None:
     """average_precision(ranked, relevant) = (1/|relevant|) sum over ranks k of a relevant document of P@k."""
     run_check("average_precision", fn)
+
+
+_WORDS = ["arg", "call", "def", "kw", "self"]
+_SCORES = np.array([[0.0, 2.0, 0.5, 3.0, 0.0],
+                    [2.0, 0.0, 1.0, 0.0, 1.0],
+                    [0.5, 1.0, 0.0, 1.0, 4.0],
+                    [3.0, 0.0, 1.0, 0.0, 0.0],
+                    [0.0, 1.0, 4.0, 0.0, 0.0]])
+
+function_check("expand_query", lambda: [
+    Case((["arg"], _SCORES, _WORDS, 2)),
+    Case((["zip", "call"], _SCORES, _WORDS, 1), hint="a query token that is not in vocab adds nothing."),
+    Case((["def"], _SCORES, _WORDS, 3),
+         hint="equal scores go to the word that comes first in vocab (here call before kw)."),
+    Case((["kw"], _SCORES, _WORDS, 4), hint="only partners with a score > 0 are added, even if m asks for more."),
+    Case((["arg", "kw"], _SCORES, _WORDS, 1),
+         hint="skip partners already in the output (the query or words added for earlier tokens) and take the "
+              "next best, so each token adds up to m new words."),
+    Case((["self", "def"], _SCORES, _WORDS, 0), hint="m = 0 returns the query unchanged."),
+], hint="output = query + for each query token in vocab, its m best partners with score > 0 not yet in the output")
+
+
+def check_expand_query(fn) -> None:
+    """expand_query(query, association, vocab, m): the query plus each token's m best new partners."""
+    run_check("expand_query", fn)

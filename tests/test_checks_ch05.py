@@ -7,59 +7,6 @@ from check_helpers import verdict
 from lmbook import checks
 
 
-def test_wordpiece_by_hand(capsys):
-    right = math.log(0.02 / (0.06 * 0.04))
-    ok, out = verdict(capsys, checks.check_wordpiece_by_hand, right, "wordpiece_by_hand")
-    assert ok and "✓" in out
-    seed_formula = math.log(0.06 / (0.06 * 0.04))  # erratum E93: P(x) in the numerator
-    ok, out = verdict(capsys, checks.check_wordpiece_by_hand, seed_formula, "wordpiece_by_hand")
-    assert not ok and "hint" in out
-    raw_counts = math.log(40 / (120 * 80))  # forgot to normalise by the total
-    assert not verdict(capsys, checks.check_wordpiece_by_hand, raw_counts, "wordpiece_by_hand")[0]
-
-
-def good_merge_pair(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def test_merge_pair(capsys):
-    assert verdict(capsys, checks.check_merge_pair, good_merge_pair, "merge_pair")[0]
-
-    def advances_by_one(ids, pair, new_id):  # after a merge, steps one position instead of two
-        out, i = [], 0
-        while i < len(ids):
-            out.append(new_id if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair) else ids[i])
-            i += 1
-        return out
-
-    ok, out = verdict(capsys, checks.check_merge_pair, advances_by_one, "merge_pair")
-    assert not ok and "differs" in out
-
-    def misses_last(ids, pair, new_id):  # off by one: never looks at the last position
-        out, i = [], 0
-        while i < len(ids) - 1:
-            if (ids[i], ids[i + 1]) == pair:
-                out.append(new_id)
-                i += 2
-            else:
-                out.append(ids[i])
-                i += 1
-        return out
-
-    ok, out = verdict(capsys, checks.check_merge_pair, misses_last, "merge_pair")
-    assert not ok and "differs" in out
-    ok, out = verdict(capsys, checks.check_merge_pair, good_merge_pair([1, 2], (1, 2), 3), "merge_pair")
-    assert not ok and "without calling it" in out
-
-
 def test_stream_decode(capsys):
     def good(pieces):  # utf_8_decode with final=False reports how many bytes it could use
         buffer, out = b"", []
@@ -85,6 +32,19 @@ def test_stream_decode(capsys):
 
     ok, out = verdict(capsys, checks.check_stream_decode, no_flush, "stream_decode")
     assert not ok and "flush" in out
+
+    def one_per_byte(pieces):  # holds back correctly but flushes one U+FFFD per leftover byte
+        buffer, out = b"", []
+        for p in pieces:
+            text, used = codecs.utf_8_decode(buffer + p, "replace", False)
+            buffer = (buffer + p)[used:]
+            out.append(text)
+        if out and buffer:
+            out[-1] += "\ufffd" * len(buffer)
+        return out
+
+    ok, out = verdict(capsys, checks.check_stream_decode, one_per_byte, "stream_decode")
+    assert not ok and "ONE" in out
 
     def not_implemented(pieces):
         raise NotImplementedError

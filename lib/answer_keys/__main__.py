@@ -8,7 +8,7 @@ import json
 import sys
 
 import lmbook.teaching.checks  # noqa: F401  (registers every check)
-from lmbook.teaching.checks._core import CHECKS, EXPECTED_PATH, answer_digests, comparable
+from lmbook.teaching.checks._core import CHECKS, EXPECTED_PATH, answer_digests, coarse_digest, comparable
 from lmbook.teaching.plain import decode, encode
 
 from . import all_keys
@@ -17,7 +17,7 @@ from . import all_keys
 def expected_entry(name: str, key) -> dict:
     check = CHECKS[name]
     if check.kind == "answer":
-        return {"digests": answer_digests(name, key.answer)}
+        return {"digests": answer_digests(name, key.answer), "coarse": coarse_digest(name, key.answer)}
     inputs = [encode({"args": tuple(c.args), "kwargs": dict(c.kwargs)}) for c in check.cases()]
     stored = [decode(json.loads(json.dumps(i)), torch_tensors=True) for i in inputs]
     return {"inputs": inputs,

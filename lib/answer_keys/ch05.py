@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import codecs
-import math
 
 from lmbook.teaching.checks import Case
-from lmbook.teaching.checks.ch05 import WORDPIECE_COUNTS
-from lmbook.tokenization import merge_pair as lmbook_merge_pair
 from lmbook.unigram import unigram_viterbi
 
 from . import Key
-
-
-def _wordpiece_answer():
-    c = WORDPIECE_COUNTS
-    return math.log((c["th"] / c["total"]) / ((c["t"] / c["total"]) * (c["h"] / c["total"])))
-
-
-def merge_pair(ids, pair, new_id):
-    return lmbook_merge_pair(list(ids), tuple(pair), new_id)
 
 
 def stream_decode(pieces):
@@ -32,16 +20,6 @@ def stream_decode(pieces):
 
 def best_segmentation(word, logp):
     return unigram_viterbi(word, logp)[0]
-
-
-def _hidden_merge_pair():
-    return [
-        Case(([7, 7, 7, 7, 7], (7, 7), 8)),  # odd run: two merges and a leftover
-        Case(([4, 6, 4, 6, 6, 4], (4, 6), 11)),
-        Case(([2, 3], (2, 3), 5)),  # the whole list is the pair
-        Case(([1, 3, 1, 3], (3, 1), 6)),  # order matters
-        Case(([9, 8], (1, 2), 7)),  # no occurrence
-    ]
 
 
 def _hidden_stream_decode():
@@ -68,8 +46,6 @@ def _hidden_best_segmentation():
 
 
 KEYS = {
-    "wordpiece_by_hand": Key(answer=_wordpiece_answer(), giveaways=("wordpiece_score",)),
-    "merge_pair": Key(merge_pair, _hidden_merge_pair, giveaways=("merge_pair",)),
     "stream_decode": Key(stream_decode, _hidden_stream_decode),
     "best_segmentation": Key(best_segmentation, _hidden_best_segmentation, giveaways=("unigram_viterbi",)),
 }

@@ -1,11 +1,14 @@
 """Chapter 5: the two other subword algorithms, both built on a unigram model of the pieces.
 
-- **WordPiece** merges pairs like BPE, but picks the pair whose merge most raises the likelihood of a unigram
-  model of the corpus: the pair of highest log P(xy) / (P(x) P(y)) (:func:`wordpiece_score`).
+- **WordPiece** merges pairs like BPE, but ranks a pair by how much more often it occurs than chance:
+  c(xy) / (c(x) c(y)), i.e. the PMI log P(xy) / (P(x) P(y)) (:func:`wordpiece_score`), the criterion usually
+  given for it (Google's trainer is not public). The exact gain in the unigram log-likelihood of the corpus,
+  which that score only approximates, is :func:`wordpiece_likelihood_gain`.
 - **The Unigram language model** (SentencePiece) goes the other way: start from many candidate pieces with
-  probabilities p(x), segment a word by its most probable segmentation (:func:`unigram_viterbi`), fit the
-  p(x) by EM over all segmentations (:func:`unigram_em`), and prune the pieces whose removal costs the
-  least likelihood (:func:`unigram_prune`).
+  probabilities p(x), segment a word by its most probable segmentation (:func:`unigram_viterbi`), sum over
+  all segmentations with the forward-backward recursions (:func:`unigram_forward_backward`,
+  :func:`unigram_expected_counts`), fit the p(x) by EM (:func:`unigram_em`), and prune the pieces whose
+  removal costs the least likelihood (:func:`unigram_prune`).
 
 Log-probabilities are dicts {piece: log p}; -inf marks a piece of probability 0 (EM produces them).
 Left out on purpose: WordPiece's ``##`` continuation prefix and greedy longest-match encoding,
@@ -19,17 +22,36 @@ from collections import defaultdict
 
 from . import validate
 
-__all__ = ["wordpiece_score", "unigram_viterbi", "unigram_em", "unigram_prune"]
+__all__ = ["wordpiece_score", "wordpiece_likelihood_gain", "unigram_viterbi", "unigram_forward_backward",
+           "unigram_expected_counts", "unigram_em", "unigram_prune"]
 
 
 def wordpiece_score(pair_count: float, left_count: float, right_count: float, total: float) -> float:
     """WordPiece's merge score log P(xy) / (P(x) P(y)) with P(.) = count / total: the PMI of the pair.
 
-    BPE merges the most *frequent* pair; WordPiece the pair whose merge most raises the likelihood of a
-    unigram model of the corpus, which is this ratio (the frequency of xy relative to chance). Chapter 5.
+    It ranks pairs exactly as c(xy) / (c(x) c(y)) does (total is the same for every pair): how much more often
+    xy occurs than if x and y were independent. BPE ranks by c(xy) alone. Chapter 5.
     """
     _check_wordpiece_score(pair_count, left_count, right_count, total)
     return math.log((pair_count / total) / ((left_count / total) * (right_count / total)))
+
+
+def wordpiece_likelihood_gain(pair_count: float, left_count: float, right_count: float, total: float) -> float:
+    """The exact change of the corpus log-likelihood under a maximum-likelihood unigram model of the symbols
+    when every occurrence of xy (x != y) becomes one new symbol z (chapter 5).
+
+    L = sum_s c(s) log(c(s) / N). The merge sets c(z) = c(xy), lowers c(x) and c(y) by c(xy) and N by c(xy).
+    To first order the gain is c(xy) * PMI(x, y): frequency times the score of :func:`wordpiece_score`.
+    """
+    _check_wordpiece_score(pair_count, left_count, right_count, total)
+    k = pair_count
+
+    def c_log_c(c):  # c log c, with 0 log 0 = 0
+        return c * math.log(c) if c > 0 else 0.0
+
+    before = c_log_c(left_count) + c_log_c(right_count) - c_log_c(total)
+    after = c_log_c(left_count - k) + c_log_c(right_count - k) + c_log_c(k) - c_log_c(total - k)
+    return after - before
 
 
 def unigram_viterbi(word: str, logp: dict[str, float]) -> tuple[list[str], float]:
@@ -43,12 +65,34 @@ def unigram_viterbi(word: str, logp: dict[str, float]) -> tuple[list[str], float
     return _viterbi(word, logp)
 
 
+def unigram_forward_backward(word: str, logp: dict[str, float]) -> tuple[list[float], list[float]]:
+    """log alpha(j) and log beta(i) for a word of n characters under a unigram model (chapter 5).
+
+    alpha(0) = 1, alpha(j) = sum_{i<j} alpha(i) p(word[i:j]): the total probability of all segmentations of
+    word[:j]; beta(n) = 1, beta(i) = sum_{j>i} p(word[i:j]) beta(j): the same for word[i:]. Pieces not in
+    ``logp`` have probability 0. Z = p(word) = alpha(n) = beta(0) sums over every segmentation of the word.
+    """
+    _check_word_and_logp(word, logp)
+    return _forward_backward(word, logp)
+
+
+def unigram_expected_counts(word: str, logp: dict[str, float]) -> tuple[dict[str, float], float]:
+    """E[n_x], the expected number of times each piece x occurs in a segmentation of ``word`` drawn from
+    the posterior p(segmentation | word), and log p(word) (chapter 5).
+
+    E[n_x] = sum over spans i:j with word[i:j] = x of alpha(i) p(x) beta(j) / Z (the E-step of EM).
+    """
+    _check_word_and_logp(word, logp)
+    log_counts, log_z = _expected_log_counts(word, logp)
+    return {piece: math.exp(v) for piece, v in log_counts.items()}, log_z
+
+
 def unigram_em(word_counts: dict[str, int], vocab, n_iter: int = 10) -> tuple[dict[str, float], list[float]]:
     """Fit the piece probabilities of a Unigram LM tokenizer by EM (chapter 5).
 
     ``vocab`` is a list of pieces (start: uniform) or a dict piece -> log p (start: those values).
-    E-step: expected count of each piece over all segmentations of each word, weighted by the word's count.
-    M-step: p(x) = expected count(x) / total expected count.
+    E-step: C(x) = sum_w c(w) E_w[n_x], the expected counts of :func:`unigram_expected_counts` weighted by
+    the word counts c(w). M-step: p(x) = C(x) / sum_y C(y).
     Returns the log-probabilities and the corpus log-likelihood sum_w c(w) log p(w), where p(w) sums over
     all segmentations of w, before each M-step (EM never lets it decrease).
     """
@@ -57,14 +101,14 @@ def unigram_em(word_counts: dict[str, int], vocab, n_iter: int = 10) -> tuple[di
     for _ in range(n_iter):
         terms, loglik = defaultdict(list), 0.0
         for word, c in word_counts.items():
-            log_counts, logp_word = _expected_log_counts(word, logp)
+            log_expected, logp_word = _expected_log_counts(word, logp)  # log E_w[n_x], log p(w)
             loglik += c * logp_word
-            for piece, e in log_counts.items():
+            for piece, e in log_expected.items():
                 terms[piece].append(math.log(c) + e)
         history.append(loglik)
-        log_totals = {piece: _logsumexp(t) for piece, t in terms.items()}
-        log_z = _logsumexp(list(log_totals.values()))
-        logp = {piece: log_totals.get(piece, -math.inf) - log_z for piece in logp}
+        log_counts = {piece: _logsumexp(t) for piece, t in terms.items()}  # log C(x)
+        log_total = _logsumexp(list(log_counts.values()))  # log sum_y C(y)
+        logp = {piece: log_counts.get(piece, -math.inf) - log_total for piece in logp}
     return logp, history
 
 
@@ -116,24 +160,27 @@ def _viterbi(word: str, logp: dict[str, float]) -> tuple[list[str], float]:
     return pieces[::-1], best[-1]
 
 
-def _expected_log_counts(word: str, logp: dict[str, float]) -> tuple[dict[str, float], float]:
-    """log E[count of each piece] over all segmentations of ``word`` (forward-backward), and log p(word).
-
-    Kept in log space: after a few EM steps rarely used pieces have probabilities far below 1e-300.
-    """
+def _forward_backward(word: str, logp: dict[str, float]) -> tuple[list[float], list[float]]:
+    """log alpha and log beta; log space, because rare pieces get probabilities far below 1e-300."""
     n = len(word)
-    fwd = [0.0] + [-math.inf] * n  # fwd[j] = log of the summed probability of all segmentations of word[:j]
+    alpha = [0.0] + [-math.inf] * n  # alpha[j]: all segmentations of word[:j]; alpha[0] = log 1
     for j in range(1, n + 1):
-        fwd[j] = _logsumexp([fwd[i] + logp[word[i:j]] for i in range(j) if word[i:j] in logp])
-    bwd = [-math.inf] * n + [0.0]  # bwd[i] = the same for word[i:]
+        alpha[j] = _logsumexp([alpha[i] + logp[word[i:j]] for i in range(j) if word[i:j] in logp])
+    beta = [-math.inf] * n + [0.0]  # beta[i]: all segmentations of word[i:]; beta[n] = log 1
     for i in range(n - 1, -1, -1):
-        bwd[i] = _logsumexp([logp[word[i:j]] + bwd[j] for j in range(i + 1, n + 1) if word[i:j] in logp])
-    terms = defaultdict(list)  # piece -> log p(segmentations that use it at i:j, with word[i:j] = piece)
-    for i in range(n):
-        for j in range(i + 1, n + 1):
-            if word[i:j] in logp:
-                terms[word[i:j]].append(fwd[i] + logp[word[i:j]] + bwd[j] - fwd[n])
-    return {piece: _logsumexp(t) for piece, t in terms.items()}, fwd[n]
+        beta[i] = _logsumexp([logp[word[i:j]] + beta[j] for j in range(i + 1, n + 1) if word[i:j] in logp])
+    return alpha, beta
+
+
+def _expected_log_counts(word: str, logp: dict[str, float]) -> tuple[dict[str, float], float]:
+    """log E[n_x] = log sum_{i:j spelling x} alpha(i) p(x) beta(j) / Z for each piece x, and log Z."""
+    alpha, beta = _forward_backward(word, logp)
+    log_z, terms = alpha[-1], defaultdict(list)  # Z = alpha(n) = p(word)
+    for i in range(len(word)):
+        for j in range(i + 1, len(word) + 1):
+            if word[i:j] in logp:  # log posterior probability that the piece word[i:j] sits at span i:j
+                terms[word[i:j]].append(alpha[i] + logp[word[i:j]] + beta[j] - log_z)
+    return {piece: _logsumexp(t) for piece, t in terms.items()}, log_z
 
 
 def _logsumexp(xs: list[float]) -> float:

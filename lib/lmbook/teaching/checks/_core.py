@@ -174,25 +174,50 @@ def run_check(name: str, student_fn) -> None:
     _report(name, True, f"✓ {label}: all {len(cases)} cases pass.")
 
 
-# A number worked out by hand is right when its 4 significant figures match those of the answer, or of the
-# answer moved by 0.05% either way: a relative tolerance between 0.05% and about 0.1%. The package stores only
-# digests of those three renderings, so the answer cannot be read from it (a determined student could still
-# search 4-digit numbers: this keeps an answer out of sight, not secret).
+# A number worked out by hand is right when its 4 significant figures lie between those of the answer moved by
+# 0.05% either way: a relative tolerance between 0.05% and about 0.1%. The package stores only digests of those
+# renderings, so the answer cannot be read from it (a determined student could still search 4-digit numbers:
+# this keeps an answer out of sight, not secret). One more digest, of the answer to 3 figures, lets the check
+# tell a student whose answer is right but too coarse to give a fourth figure.
 _SPREAD = 5e-4
 
 
-def _digest(name: str, value: float) -> str:
-    return hashlib.sha256(f"lmbook:{name}:{value:.3e}".encode()).hexdigest()
+def _digest(name: str, value: float, figures: int = 4) -> str:
+    prefix = "lmbook" if figures == 4 else f"lmbook{figures}"
+    return hashlib.sha256(f"{prefix}:{name}:{value:.{figures - 1}e}".encode()).hexdigest()
+
+
+def _four_figure_values(answer: float) -> list[float]:
+    """Every number with 4 significant figures from the answer moved 0.05% down to it moved 0.05% up."""
+    lo, hi = sorted((answer * (1 - _SPREAD), answer * (1 + _SPREAD)))
+    values = [lo, answer, hi]
+    for end in (lo, hi):
+        if end != 0:
+            unit = 10.0 ** (math.floor(math.log10(abs(end))) - 3)  # one unit in the 4th figure
+            values += [m * unit for m in range(math.floor(lo / unit), math.ceil(hi / unit) + 1)
+                       if lo <= m * unit <= hi]
+    return values
 
 
 def answer_digests(name: str, answer: float) -> list[str]:
     """The digests stored for the answer ``answer`` of exercise ``name``."""
-    return sorted({_digest(name, answer * f) for f in (1 - _SPREAD, 1.0, 1 + _SPREAD)})
+    return sorted({_digest(name, v) for v in _four_figure_values(answer)})
+
+
+def coarse_digest(name: str, answer: float) -> str:
+    """The digest of the answer to 3 significant figures (to say "right, but give 4 figures")."""
+    return _digest(name, answer, figures=3)
 
 
 def answer_matches(name: str, value: float, digests) -> bool:
     """True when ``value`` is right for an exercise whose answer has these digests."""
     return math.isfinite(value) and _digest(name, value) in set(digests)
+
+
+def _too_coarse(name: str, value: float, entry: dict) -> bool:
+    """A value given to 3 significant figures or fewer that agrees with the answer to 3 figures."""
+    return (math.isfinite(value) and value == float(f"{value:.2e}")
+            and entry.get("coarse") == _digest(name, value, figures=3))
 
 
 def check_answer(name: str, answer) -> None:
@@ -206,7 +231,11 @@ def check_answer(name: str, answer) -> None:
     except (TypeError, ValueError):
         _report(name, False, f"✗ {label}: expected a number, got {_short(answer)}.")
         return
-    if not answer_matches(name, value, _expected()[name]["digests"]):
+    entry = _expected()[name]
+    if _too_coarse(name, value, entry) and not answer_matches(name, value, entry["digests"]):
+        _report(name, False, f"✗ {label}: {value:.6g} is right to the figures given; give 4 significant figures.")
+        return
+    if not answer_matches(name, value, entry["digests"]):
         _report(name, False, f"✗ {label}: {value:.6g} is not right." + (f"\n  hint: {hint}" if hint else ""))
         return
     _report(name, True, f"✓ {label}: {value:.6g} is right.")

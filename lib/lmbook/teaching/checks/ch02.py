@@ -9,7 +9,7 @@ from ._core import Case, answer_check, check_answer, function_check, run_check
 __all__ = ["check_pmi_by_hand", "check_bm25_term", "check_average_precision", "check_expand_query"]
 
 answer_check("pmi_by_hand",
-             hint="give at least 4 significant figures (6.64 is too coarse). PMI = log2(p(x, y) / (p(x) p(y))) "
+             hint="PMI = log2(p(x, y) / (p(x) p(y))) "
                   "with p(x, y) = 40 / 10,000, p(x) = 50 / 10,000 and p(y) = 80 / 10,000; in bits, so log base 2.")
 
 

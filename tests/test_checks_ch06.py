@@ -1,8 +1,8 @@
 """Chapter 6's self-checks accept the right answer and reject plausible wrong ones with a message."""
 
-import heapq
 import math
 
+import numpy as np
 from check_helpers import verdict
 from lmbook import checks
 
@@ -20,31 +20,6 @@ def test_sgns_by_hand(capsys):
     assert not ok and "sum" in out
     no_minus = log_sigmoid(2) + log_sigmoid(-1) + log_sigmoid(0.5)  # forgot to negate the negatives' scores
     assert not verdict(capsys, checks.check_sgns_by_hand, no_minus, "sgns_by_hand")[0]
-
-
-def test_context_pairs(capsys):
-    def good(sentence, window):
-        out = []
-        for i, centre in enumerate(sentence):
-            for j in range(max(0, i - window), min(len(sentence), i + window + 1)):
-                if j != i:
-                    out.append((centre, sentence[j]))
-        return out
-
-    assert verdict(capsys, checks.check_context_pairs, good, "context_pairs")[0]
-
-    def one_sided(sentence, window):  # only looks to the right
-        return [(sentence[i], sentence[j]) for i in range(len(sentence))
-                for j in range(i + 1, min(len(sentence), i + window + 1))]
-
-    ok, out = verdict(capsys, checks.check_context_pairs, one_sided, "context_pairs")
-    assert not ok and "differs" in out
-
-    def skips_equal_words(sentence, window):  # drops contexts equal to the centre word
-        return [(c, w) for c, w in good(sentence, window) if c != w]
-
-    ok, out = verdict(capsys, checks.check_context_pairs, skips_equal_words, "context_pairs")
-    assert not ok and "own position" in out
 
 
 def test_fasttext_ngrams(capsys):
@@ -68,35 +43,67 @@ def test_fasttext_ngrams(capsys):
     assert not ok and "differs" in out
 
 
-def test_noise_distribution(capsys):
-    def good(counts, power):
-        weights = [c ** power for c in counts]
-        return [w / sum(weights) for w in weights]
+def test_analogy_3cosmul(capsys):
+    def good(vectors, a, b, c):
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        cos = [(unit @ unit[i] + 1) / 2 for i in (a, b, c)]
+        scores = cos[1] * cos[2] / (cos[0] + 1e-3)
+        scores[[a, b, c]] = -np.inf
+        return int(np.argmax(scores))
 
-    assert verdict(capsys, checks.check_noise_distribution, good, "noise_distribution")[0]
+    assert verdict(capsys, checks.check_analogy_3cosmul, good, "analogy_3cosmul")[0]
 
-    def unnormalised(counts, power):
-        total = sum(counts)
-        return [(c / total) ** power for c in counts]
+    def additive(vectors, a, b, c):  # 3CosAdd instead
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        scores = unit @ (unit[b] - unit[a] + unit[c])
+        scores[[a, b, c]] = -np.inf
+        return int(np.argmax(scores))
 
-    ok, out = verdict(capsys, checks.check_noise_distribution, unnormalised, "noise_distribution")
-    assert not ok and "differs" in out
+    assert not verdict(capsys, checks.check_analogy_3cosmul, additive, "analogy_3cosmul")[0]
+
+    def keeps_inputs(vectors, a, b, c):  # forgets to exclude a, b and c
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        cos = [(unit @ unit[i] + 1) / 2 for i in (a, b, c)]
+        return int(np.argmax(cos[1] * cos[2] / (cos[0] + 1e-3)))
+
+    ok, out = verdict(capsys, checks.check_analogy_3cosmul, keeps_inputs, "analogy_3cosmul")
+    assert not ok and "leave a, b and c" in out
+
+    def unshifted(vectors, a, b, c):  # multiplies raw cosines, which may be negative
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        cos = [unit @ unit[i] for i in (a, b, c)]
+        scores = cos[1] * cos[2] / (cos[0] + 1e-3)
+        scores[[a, b, c]] = -np.inf
+        return int(np.argmax(scores))
+
+    assert not verdict(capsys, checks.check_analogy_3cosmul, unshifted, "analogy_3cosmul")[0]
 
 
-def test_expected_path_length(capsys):
-    def good(counts):  # the weighted depth is the sum of the merged weights, over the total
-        heap, cost = list(counts), 0
-        heapq.heapify(heap)
-        while len(heap) > 1:
-            a, b = heapq.heappop(heap), heapq.heappop(heap)
-            cost += a + b
-            heapq.heappush(heap, a + b)
-        return cost / sum(counts)
+def test_idf_weighted_mean(capsys):
+    def good(tokens, vectors, index, idf):
+        known = [t for t in tokens if t in index and t in idf]
+        if not known:
+            return np.zeros(vectors.shape[1])
+        w = np.array([idf[t] for t in known])
+        return w @ vectors[[index[t] for t in known]] / w.sum()
 
-    assert verdict(capsys, checks.check_expected_path_length, good, "expected_path_length")[0]
+    assert verdict(capsys, checks.check_idf_weighted_mean, good, "idf_weighted_mean")[0]
 
-    def balanced_tree(counts):  # ignores the counts: a balanced tree of depth ceil(log2 V)
-        return float(math.ceil(math.log2(len(counts))))
+    def plain_mean(tokens, vectors, index, idf):  # ignores the weights
+        known = [t for t in tokens if t in index and t in idf]
+        return vectors[[index[t] for t in known]].mean(0) if known else np.zeros(vectors.shape[1])
 
-    ok, out = verdict(capsys, checks.check_expected_path_length, balanced_tree, "expected_path_length")
-    assert not ok and "frequent words" in out
+    assert not verdict(capsys, checks.check_idf_weighted_mean, plain_mean, "idf_weighted_mean")[0]
+
+    def distinct_tokens(tokens, vectors, index, idf):  # counts a repeated token once
+        return good(list(dict.fromkeys(tokens)), vectors, index, idf)
+
+    ok, out = verdict(capsys, checks.check_idf_weighted_mean, distinct_tokens, "idf_weighted_mean")
+    assert not ok and "each occurrence" in out
+
+    def unnormalised(tokens, vectors, index, idf):  # forgets to divide by the sum of the weights
+        known = [t for t in tokens if t in index and t in idf]
+        w = np.array([idf[t] for t in known])
+        return w @ vectors[[index[t] for t in known]] if known else np.zeros(vectors.shape[1])
+
+    assert not verdict(capsys, checks.check_idf_weighted_mean, unnormalised, "idf_weighted_mean")[0]

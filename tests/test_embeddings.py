@@ -255,3 +255,78 @@ def test_bad_options_are_named():
     wv = train_word2vec(SENTENCES, dim=4, epochs=1, min_count=1, batch_size=64)
     with pytest.raises(ValueError, match="k must be a positive int"):
         wv.nearest("list", 0)
+
+
+# ----- analogies and the association test, against plain loops ---------------------------------------------------
+
+def _cos(u, v):
+    norms = math.sqrt(sum(a * a for a in u)) * math.sqrt(sum(b * b for b in v))
+    return sum(a * b for a, b in zip(u, v, strict=True)) / norms
+
+
+def test_analogy_matches_brute_force_3cosadd():
+    from lmbook.embeddings import analogy
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(30, 6)) * rng.uniform(0.2, 5, size=(30, 1))  # lengths must not matter
+    for a, b, c in [(0, 1, 2), (5, 9, 11), (29, 3, 17)]:
+        unit = [list(v / np.linalg.norm(v)) for v in vectors]
+        target = [unit[b][j] - unit[a][j] + unit[c][j] for j in range(6)]
+        scores = {i: _cos(vectors[i], target) for i in range(30) if i not in (a, b, c)}
+        expected = sorted(scores, key=lambda i: -scores[i])[:3]
+        assert analogy(vectors, a, b, c, k=3) == expected
+
+
+def test_analogy_solves_a_planted_offset():
+    from lmbook.embeddings import analogy
+
+    rng = np.random.default_rng(0)
+    base, offset = rng.normal(size=(10, 8)), rng.normal(size=8)
+    vectors = np.concatenate([base, base + offset])  # word i and word i + 10 differ by the same offset
+    assert analogy(vectors, 0, 10, 3) == [13]
+
+
+def naive_weat(x, y, a, b):
+    def s(w):
+        return sum(_cos(w, v) for v in a) / len(a) - sum(_cos(w, v) for v in b) / len(b)
+
+    sx, sy = [s(w) for w in x], [s(w) for w in y]
+    every = sx + sy
+    mean = sum(every) / len(every)
+    std = math.sqrt(sum((v - mean) ** 2 for v in every) / (len(every) - 1))
+    effect = (sum(sx) / len(sx) - sum(sy) / len(sy)) / std
+    observed = sum(sx) - sum(sy)
+    n, count, bigger = len(every), 0, 0
+    for mask in range(2 ** n):  # every subset of size |X| as X'
+        members = [i for i in range(n) if mask >> i & 1]
+        if len(members) != len(x):
+            continue
+        count += 1
+        stat = sum(every[i] for i in members) - sum(every[i] for i in range(n) if i not in members)
+        bigger += stat >= observed - 1e-12
+    return effect, bigger / count
+
+
+def test_weat_matches_a_naive_implementation():
+    from lmbook.embeddings import weat_scores, weat_test
+
+    rng = np.random.default_rng(1)
+    for n_x, n_y in [(3, 3), (4, 5), (6, 6)]:
+        x, y = rng.normal(size=(n_x, 5)), rng.normal(size=(n_y, 5))
+        a, b = rng.normal(size=(4, 5)), rng.normal(size=(3, 5))
+        assert weat_test(x, y, a, b) == pytest.approx(naive_weat(x.tolist(), y.tolist(), a.tolist(), b.tolist()))
+        s = weat_scores(x, a, b)
+        assert s[0] == pytest.approx(np.mean([_cos(x[0], v) for v in a]) - np.mean([_cos(x[0], v) for v in b]))
+
+
+def test_weat_finds_a_planted_association_and_not_a_random_one():
+    from lmbook.embeddings import weat_test
+
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(6, 10)), rng.normal(size=(6, 10))
+    x = a.mean(0) + 0.3 * rng.normal(size=(6, 10))  # X built near A, Y near B
+    y = b.mean(0) + 0.3 * rng.normal(size=(6, 10))
+    effect, p = weat_test(x, y, a, b)
+    assert effect > 1.5 and p < 0.01
+    effect, p = weat_test(y, x, a, b)  # swapped: the association runs the other way
+    assert effect < -1.5 and p > 0.99

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 from lmbook.fasttext import char_ngrams
-from lmbook.hierarchical_softmax import huffman_code
 from lmbook.teaching.checks import Case
 from lmbook.teaching.checks.ch06 import SGNS_BY_HAND
 
@@ -17,34 +16,34 @@ def _log_sigmoid(x: float) -> float:
     return -math.log1p(math.exp(-x))
 
 
-def context_pairs(sentence, window):
-    return [(sentence[i], sentence[j]) for i in range(len(sentence))
-            for j in range(i - window, i + window + 1) if j != i and 0 <= j < len(sentence)]
-
-
 def fasttext_ngrams(word, n_min, n_max):
     return char_ngrams(word, n_min, n_max)
 
 
-def noise_distribution(counts, power):
-    weights = np.asarray(counts, dtype=float) ** power
-    return weights / weights.sum()
+def analogy_3cosmul(vectors, a, b, c):
+    best, best_score = None, -math.inf
+    norms = [math.sqrt(sum(v * v for v in row)) for row in np.asarray(vectors, dtype=float).tolist()]
+    rows = np.asarray(vectors, dtype=float).tolist()
+
+    def shifted(i, j):
+        return (sum(p * q for p, q in zip(rows[i], rows[j], strict=True)) / (norms[i] * norms[j]) + 1) / 2
+
+    for x in range(len(rows)):
+        if x in (a, b, c):
+            continue
+        score = shifted(x, b) * shifted(x, c) / (shifted(x, a) + 1e-3)
+        if score > best_score:
+            best, best_score = x, score
+    return best
 
 
-def expected_path_length(counts):
-    paths, _ = huffman_code(counts)
-    lengths = (paths >= 0).sum(1).numpy()
-    return float(np.dot(counts, lengths) / np.sum(counts))
-
-
-def _hidden_context_pairs():
-    return [
-        Case((["to", "be", "or", "not", "to", "be"], 4)),  # "to" is in its own window: keep that pair
-        Case((["z", "z", "z"], 2)),
-        Case((list("abcdefg"), 3)),
-        Case((["hi", "there"], 1)),
-        Case((["lone"], 4)),
-    ]
+def idf_weighted_mean(tokens, vectors, index, idf):
+    total, weight = np.zeros(vectors.shape[1]), 0.0
+    for t in tokens:
+        if t in index and t in idf:
+            total += idf[t] * vectors[index[t]]
+            weight += idf[t]
+    return total / weight if weight else total
 
 
 def _hidden_fasttext_ngrams():
@@ -57,31 +56,38 @@ def _hidden_fasttext_ngrams():
     ]
 
 
-def _hidden_noise_distribution():
+def _hidden_analogy_3cosmul():
+    rng = np.random.default_rng(60)
+    base = rng.normal(size=(20, 7))
+    offset = rng.normal(size=7)
+    planted = np.vstack([base[:10], base[:10] + offset])  # row i + 10 = row i + the same offset
     return [
-        Case(([7, 3, 2, 1], 0.75)),
-        Case(([12, 5, 5, 1, 40], 1.0)),
-        Case(([9, 1, 1], 0.0)),
-        Case(([10000, 100, 1], 0.5)),
-        Case(([3], 0.75)),
+        Case((planted, 0, 10, 3)),
+        Case((base, 19, 0, 7)),
+        Case((base * rng.uniform(0.05, 20, size=(20, 1)), 1, 2, 3)),
+        Case((np.abs(base), 4, 5, 6)),
+        Case((rng.normal(size=(4, 3)), 3, 2, 1)),  # one candidate left
     ]
 
 
-def _hidden_expected_path_length():
+def _hidden_idf_weighted_mean():
+    rng = np.random.default_rng(61)
+    vectors = rng.normal(size=(6, 4))
+    index = {w: i for i, w in enumerate(["a", "b", "c", "d", "e", "f"])}
+    idf = {"a": 0.5, "b": 1.5, "c": 2.5, "e": 0.0, "g": 9.0}
     return [
-        Case(([5, 5],)),
-        Case(([1, 1, 1],)),
-        Case(([10, 1, 1, 1, 1, 1, 1],)),
-        Case(([3, 7, 1, 9, 2, 2],)),  # not sorted
-        Case(([1] * 37,)),  # not a power of 2
+        Case((["a", "b", "c"], vectors, index, idf)),
+        Case((["c", "c", "c", "a"], vectors, index, idf)),
+        Case((["d", "f", "g"], vectors, index, idf)),
+        Case((["b", "e"], vectors, index, idf)),  # a zero weight still counts as known
+        Case((["a"], vectors, index, idf)),
     ]
 
 
 KEYS = {
     "sgns_by_hand": Key(answer=_log_sigmoid(SGNS_BY_HAND["positive"])
                         + sum(_log_sigmoid(-s) for s in SGNS_BY_HAND["negatives"])),
-    "context_pairs": Key(context_pairs, _hidden_context_pairs, giveaways=("skipgram_pairs",)),
     "fasttext_ngrams": Key(fasttext_ngrams, _hidden_fasttext_ngrams, giveaways=("char_ngrams",)),
-    "noise_distribution": Key(noise_distribution, _hidden_noise_distribution),
-    "expected_path_length": Key(expected_path_length, _hidden_expected_path_length, giveaways=("huffman_code",)),
+    "analogy_3cosmul": Key(analogy_3cosmul, _hidden_analogy_3cosmul, giveaways=("analogy",)),
+    "idf_weighted_mean": Key(idf_weighted_mean, _hidden_idf_weighted_mean, giveaways=("mean_vector",)),
 }

@@ -6,8 +6,9 @@
   frequency. Negatives are drawn from the counts raised to ``power`` (3/4).
 - :class:`WordVectors` holds the result and answers cosine-similarity queries; fastText vectors also cover
   words never seen in training.
-- SGNS as matrix factorisation: with enough dimensions, its optimum has u_c . v_w = PMI(w, c) - log K
-  (Levy & Goldberg 2014); :func:`fit_sgns_to_counts` optimises the expected objective on a count matrix.
+- Evaluating vectors: :func:`analogy` (a : b :: c : ?, by 3CosAdd) and the word-embedding association test
+  (:func:`weat_scores`, :func:`weat_test`: effect size and permutation p-value, Caliskan et al. 2017).
+- :func:`fit_sgns_to_counts` (SGNS's optimum is shifted PMI) lives in :mod:`lmbook.word2vec`; re-exported here.
 
 Conventions: words are lowercased tokens of ``lmbook.data.sentences`` made of letters, digits and
 underscores. Word vectors are the centre ("input") vectors; cosine similarity compares them.
@@ -17,20 +18,28 @@ Left out on purpose: GloVe, hogwild multi-threaded SGD, learning-rate decay, phr
 
 from __future__ import annotations
 
-import math
-from contextlib import contextmanager
+import itertools
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from . import validate
 from .fasttext import FastText, char_ngrams, ngram_bucket, ngram_index
 from .utils import progress
-from .word2vec import CBOW, SkipGram, _check_sentences, build_vocab, cbow_examples, skipgram_pairs
+from .word2vec import (  # noqa: F401
+    CBOW,
+    SkipGram,
+    _check_sentences,
+    _one_thread,
+    _shifted_pmi,
+    build_vocab,
+    cbow_examples,
+    fit_sgns_to_counts,
+    skipgram_pairs,
+)
 
-__all__ = ["Word2VecConfig", "WordVectors", "train_word2vec", "fit_sgns_to_counts"]
+__all__ = ["Word2VecConfig", "WordVectors", "train_word2vec", "analogy", "weat_scores", "weat_test"]
 
 MODELS = ("skipgram", "cbow", "fasttext")
 
@@ -183,54 +192,36 @@ def _epoch(model, optimizer, ids: list[np.ndarray], noise, gen, config: Word2Vec
     return total / n
 
 
-@contextmanager
-def _one_thread():
-    """Run torch on one CPU thread, then restore the setting. Word2vec's batches are tiny: a second thread
-    only adds synchronisation (and on a busy machine, much more), and the result stops depending on it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+def analogy(vectors: np.ndarray, a: int, b: int, c: int, k: int = 1) -> list[int]:
+    """a : b :: c : ?  by 3CosAdd (Mikolov et al. 2013c): the k rows x of ``vectors`` (V, d) with the largest
+    cos(x, b - a + c) on unit vectors, a, b and c themselves excluded (as is usual), best first (chapter 6)."""
+    _check_analogy(vectors, a, b, c, k)
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)  # (V, d)
+    scores = unit @ (unit[b] - unit[a] + unit[c])  # (V,): cos up to the query's norm, which ranks the same
+    scores[[a, b, c]] = -np.inf
+    return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
 
 
-def fit_sgns_to_counts(counts, dim: int, negatives: int = 5, steps: int = 2000, lr: float = 0.05,
-                       seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Minimise the expected SGNS loss on a pair-count matrix (V, V') by full-batch Adam (chapter 6).
-
-    loss(W, C) = -sum_{w,c} [ #(w,c) log s(W_w . C_c) + K #(w) #(c) / |D| log s(-W_w . C_c) ]
-    with #(w), #(c) the row and column sums and |D| the total (negatives drawn from the context
-    marginal, power 1). Its optimum, where the dimension allows, is W_w . C_c = PMI(w, c) - log K.
-    Returns W (V, dim) and C (V', dim), in float64.
-    """
-    _check_fit_sgns(counts, dim, negatives, steps, lr, seed)
-    counts = torch.as_tensor(np.asarray(counts), dtype=torch.float64)
-    g = torch.Generator().manual_seed(seed)
-    W = (torch.randn(counts.shape[0], dim, generator=g, dtype=torch.float64) * 0.1).requires_grad_()
-    C = (torch.randn(counts.shape[1], dim, generator=g, dtype=torch.float64) * 0.1).requires_grad_()
-    expected_negatives = negatives * torch.outer(counts.sum(1), counts.sum(0)) / counts.sum()  # (V, V')
-    optimizer = torch.optim.Adam([W, C], lr=lr)
-    # A cosine decay to 0: at a constant rate Adam keeps moving by up to lr as the gradient vanishes, in
-    # directions set by rounding, so the end point would differ between CPUs.
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
-    with _one_thread():
-        for _ in range(steps):
-            x = W @ C.T  # (V, V')
-            loss = -(counts * F.logsigmoid(x) + expected_negatives * F.logsigmoid(-x)).sum() / counts.sum()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-    return W.detach(), C.detach()
+def weat_scores(targets: np.ndarray, attr_a: np.ndarray, attr_b: np.ndarray) -> np.ndarray:
+    """s(w) = mean_a cos(w, a) - mean_b cos(w, b) for each row w of targets (n, d): how much closer w is to
+    attribute set A (m, d) than to B (m', d) (Caliskan et al. 2017). Float64, shape (n,)."""
+    _check_weat(targets, attr_a, attr_b)
+    unit = [np.asarray(m, np.float64) / np.linalg.norm(m, axis=1, keepdims=True) for m in (targets, attr_a, attr_b)]
+    return (unit[0] @ unit[1].T).mean(1) - (unit[0] @ unit[2].T).mean(1)  # (n,)
 
 
-def _shifted_pmi(counts, negatives: int) -> np.ndarray:
-    """PMI(w, c) - log K from a count matrix, -inf where the count is 0 (used by the tests)."""
-    counts = np.asarray(counts, dtype=float)
-    with np.errstate(divide="ignore"):
-        return np.log(counts * counts.sum() / np.outer(counts.sum(1), counts.sum(0))) - math.log(negatives)
-
+def weat_test(x: np.ndarray, y: np.ndarray, attr_a: np.ndarray, attr_b: np.ndarray) -> tuple[float, float]:
+    """WEAT: effect size d = (mean_X s - mean_Y s) / std_{X u Y} s (sample std), and the one-sided
+    permutation p-value: the share of the equal-size splits (X', Y') of X u Y whose sum_X' s - sum_Y' s is
+    at least the observed one (all splits enumerated: keep |X u Y| small, at most 20)."""
+    _check_weat_sets(x, y)
+    s = weat_scores(np.concatenate([x, y]), attr_a, attr_b)  # (n_x + n_y,)
+    n_x, total = len(x), s.sum()
+    effect = (s[:n_x].mean() - s[n_x:].mean()) / s.std(ddof=1)
+    observed = 2 * s[:n_x].sum() - total  # sum_X s - sum_Y s
+    stats = [2 * s[list(split)].sum() - total for split in itertools.combinations(range(len(s)), n_x)]
+    p_value = np.mean(np.array(stats) >= observed - 1e-12)
+    return float(effect), float(p_value)
 
 # ----- checks ------------------------------------------------------------------------------------------
 
@@ -320,15 +311,34 @@ def _check_k(k) -> None:
         raise ValueError(f"k must be a positive int, got {k!r}")
 
 
-def _check_fit_sgns(counts, dim, negatives, steps, lr, seed) -> None:
-    array = counts.numpy(force=True) if isinstance(counts, torch.Tensor) else counts
-    if not isinstance(array, np.ndarray) or array.dtype.kind not in "iuf":
-        raise TypeError(f"counts must be a 2-D numpy array or tensor of pair counts, got {validate.describe(counts)}")
-    if array.ndim != 2 or not array.size:
-        raise ValueError(f"counts must be a non-empty 2-D matrix (V, V'), got shape {array.shape}")
-    if not np.isfinite(array).all() or (array < 0).any() or array.sum() == 0:
-        raise ValueError("counts must be finite and >= 0, with at least one pair")
-    for name, value in (("dim", dim), ("negatives", negatives), ("steps", steps)):
-        validate.integer(name, value, low=1)
-    validate.number("lr", lr, low=0, low_open=True)
-    validate.integer("seed", seed, low=0)
+def _check_analogy(vectors, a, b, c, k) -> None:
+    _check_array("vectors", vectors, 2, "f")
+    if not vectors.size:
+        raise ValueError(f"vectors must be a non-empty (V, d) array, got shape {vectors.shape}")
+    for name, value in (("a", a), ("b", b), ("c", c)):
+        validate.integer(name, value, low=0, high=len(vectors) - 1)
+    if len({a, b, c}) < 3:
+        raise ValueError(f"a, b and c must be three different rows (a : b :: c : ?), got a={a}, b={b}, c={c}")
+    validate.integer("k", k, low=1, high=max(1, len(vectors) - 3))
+
+
+def _check_weat(targets, attr_a, attr_b) -> None:
+    for name, value in (("targets", targets), ("attr_a", attr_a), ("attr_b", attr_b)):
+        _check_array(name, value, 2, "f")
+        if not len(value) or (np.linalg.norm(value, axis=1) == 0).any():
+            raise ValueError(f"{name} must hold at least one non-zero vector per row, got shape {value.shape}")
+    if not targets.shape[1] == attr_a.shape[1] == attr_b.shape[1]:
+        raise ValueError(f"targets, attr_a and attr_b must share the width d, got {targets.shape[1]}, "
+                         f"{attr_a.shape[1]} and {attr_b.shape[1]}")
+
+
+def _check_weat_sets(x, y) -> None:
+    for name, value in (("x", x), ("y", y)):
+        _check_array(name, value, 2, "f")
+        if not value.shape[1]:
+            raise ValueError(f"{name} must hold vectors of width d >= 1, got shape {value.shape}")
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(f"x and y must share the width d, got {x.shape[1]} and {y.shape[1]}")
+    if len(x) < 2 or len(y) < 2 or len(x) + len(y) > 20:
+        raise ValueError(f"x and y must hold at least 2 vectors each and at most 20 together (every split is "
+                         f"enumerated), got {len(x)} and {len(y)}")

@@ -6,6 +6,8 @@
   binary classification per word, not a product. :func:`sgns_loss` is its negative, averaged over a batch;
   :class:`SkipGram` holds the two tables v (centre) and u (context).
 - **CBOW**: predict the centre word from the mean of its context vectors, with a full softmax (:class:`CBOW`).
+- SGNS as matrix factorisation: with enough dimensions its optimum has u_c . v_w = PMI(w, c) - log K
+  (Levy & Goldberg 2014); :func:`fit_sgns_to_counts` optimises the expected objective on a count matrix.
 - The examples: the vocabulary (:func:`build_vocab`), (centre, context) pairs (:func:`skipgram_pairs`) and
   CBOW's (context window, centre) rows (:func:`cbow_examples`), inside sentences of word ids.
 
@@ -17,7 +19,9 @@ vectors are in :mod:`lmbook.embeddings`, fastText in :mod:`lmbook.fasttext`, the
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -26,7 +30,7 @@ from torch import nn
 
 from . import validate
 
-__all__ = ["build_vocab", "skipgram_pairs", "cbow_examples", "sgns_loss", "SkipGram", "CBOW"]
+__all__ = ["build_vocab", "skipgram_pairs", "cbow_examples", "sgns_loss", "SkipGram", "CBOW", "fit_sgns_to_counts"]
 
 
 def build_vocab(sentences: list[list[str]], min_count: int = 5) -> tuple[list[str], np.ndarray]:
@@ -139,6 +143,55 @@ class CBOW(nn.Module):
         return F.cross_entropy(self.output(h), centres)
 
 
+@contextmanager
+def _one_thread():
+    """Run torch on one CPU thread, then restore the setting. Word2vec's batches are tiny: a second thread
+    only adds synchronisation (and on a busy machine, much more), and the result stops depending on it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def fit_sgns_to_counts(counts, dim: int, negatives: int = 5, steps: int = 2000, lr: float = 0.05,
+                       seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Minimise the expected SGNS loss on a pair-count matrix (V, V') by full-batch Adam (chapter 6).
+
+    loss(W, C) = -sum_{w,c} [ #(w,c) log s(W_w . C_c) + K #(w) #(c) / |D| log s(-W_w . C_c) ]
+    with #(w), #(c) the row and column sums and |D| the total (negatives drawn from the context
+    marginal, power 1). Its optimum, where the dimension allows, is W_w . C_c = PMI(w, c) - log K.
+    Returns W (V, dim) and C (V', dim), in float64.
+    """
+    _check_fit_sgns(counts, dim, negatives, steps, lr, seed)
+    counts = torch.as_tensor(np.asarray(counts), dtype=torch.float64)
+    g = torch.Generator().manual_seed(seed)
+    W = (torch.randn(counts.shape[0], dim, generator=g, dtype=torch.float64) * 0.1).requires_grad_()
+    C = (torch.randn(counts.shape[1], dim, generator=g, dtype=torch.float64) * 0.1).requires_grad_()
+    expected_negatives = negatives * torch.outer(counts.sum(1), counts.sum(0)) / counts.sum()  # (V, V')
+    optimizer = torch.optim.Adam([W, C], lr=lr)
+    # A cosine decay to 0: at a constant rate Adam keeps moving by up to lr as the gradient vanishes, in
+    # directions set by rounding, so the end point would differ between CPUs.
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
+    with _one_thread():
+        for _ in range(steps):
+            x = W @ C.T  # (V, V')
+            loss = -(counts * F.logsigmoid(x) + expected_negatives * F.logsigmoid(-x)).sum() / counts.sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+    return W.detach(), C.detach()
+
+
+def _shifted_pmi(counts, negatives: int) -> np.ndarray:
+    """PMI(w, c) - log K from a count matrix, -inf where the count is 0 (used by the tests)."""
+    counts = np.asarray(counts, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.log(counts * counts.sum() / np.outer(counts.sum(1), counts.sum(0))) - math.log(negatives)
+
+
 # ----- checks ------------------------------------------------------------------------------------------
 
 def _check_sentences(sentences, min_count) -> None:
@@ -222,3 +275,17 @@ def _check_cbow_ids(contexts, centres, vocab_size) -> None:
     if len(centres) != len(contexts) or not len(centres):
         raise ValueError(f"contexts (B, C) and centres (B,) must share B >= 1, got {tuple(contexts.shape)} "
                          f"and {tuple(centres.shape)}")
+
+
+def _check_fit_sgns(counts, dim, negatives, steps, lr, seed) -> None:
+    array = counts.numpy(force=True) if isinstance(counts, torch.Tensor) else counts
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "iuf":
+        raise TypeError(f"counts must be a 2-D numpy array or tensor of pair counts, got {validate.describe(counts)}")
+    if array.ndim != 2 or not array.size:
+        raise ValueError(f"counts must be a non-empty 2-D matrix (V, V'), got shape {array.shape}")
+    if not np.isfinite(array).all() or (array < 0).any() or array.sum() == 0:
+        raise ValueError("counts must be finite and >= 0, with at least one pair")
+    for name, value in (("dim", dim), ("negatives", negatives), ("steps", steps)):
+        validate.integer(name, value, low=1)
+    validate.number("lr", lr, low=0, low_open=True)
+    validate.integer("seed", seed, low=0)

@@ -3,12 +3,13 @@
 import functools
 
 import numpy as np
-from lmbook.embeddings import Word2VecConfig, WordVectors, fit_sgns_to_counts, train_word2vec
+from lmbook.embeddings import Word2VecConfig, WordVectors, analogy, train_word2vec, weat_scores, weat_test
 
 from ._case import Case
 
 SENTENCES = [s.split() for s in ["the list holds items", "an iterator returns items from a list",
                                  "raise an exception when the list is empty"]] * 3
+RNG_VECTORS = np.random.default_rng(0).normal(size=(8, 5))
 TINY = {"dim": 4, "epochs": 1, "min_count": 1, "batch_size": 16, "buckets": 20}
 
 
@@ -47,11 +48,11 @@ CASES = [
          kinds={"word": WORD}),
     Case("train_word2vec", lambda: (train_word2vec, {"sentences": [list(s) for s in SENTENCES],
                                                      "config": Word2VecConfig(**TINY), "device": "cpu"})),
-    Case("fit_sgns_to_counts", lambda: (fit_sgns_to_counts, {"counts": np.array([[3, 1, 0], [1, 2, 4], [0, 5, 1]]),
-                                                             "dim": 2, "negatives": 5, "steps": 5, "lr": 0.05,
-                                                             "seed": 0}),
-         kinds={"counts": ("not_array", "float_dtype", "negative_id", "extra_dim", "missing_dim", "none", "empty")},
-         ok={"counts": {"float_dtype"}}),  # real-valued counts (weighted co-occurrences) are allowed
+    Case("analogy", lambda: (analogy, {"vectors": np.eye(6), "a": 0, "b": 1, "c": 2, "k": 2})),
+    Case("weat_scores", lambda: (weat_scores, {"targets": np.eye(4)[:2] + 0.1, "attr_a": np.eye(4)[2:] + 0.1,
+                                               "attr_b": np.eye(4)[:1] + 0.2})),
+    Case("weat_test", lambda: (weat_test, {"x": RNG_VECTORS[:2], "y": RNG_VECTORS[2:4], "attr_a": RNG_VECTORS[4:6],
+                                           "attr_b": RNG_VECTORS[6:]})),
 ]
 
 SKIP = {}

@@ -2,7 +2,7 @@
 
 import numpy as np
 import torch
-from lmbook.word2vec import CBOW, SkipGram, build_vocab, cbow_examples, sgns_loss, skipgram_pairs
+from lmbook.word2vec import CBOW, SkipGram, build_vocab, cbow_examples, fit_sgns_to_counts, sgns_loss, skipgram_pairs
 
 from ._case import Case
 
@@ -37,6 +37,11 @@ CASES = [
     Case("CBOW.forward", lambda: (CBOW(6, 3), {"contexts": torch.tensor([[1, 2, -1, 4], [0, -1, -1, 5]]),
                                                "centres": torch.tensor([3, 5])}),
          ok={"contexts": {"negative_id"}}),  # -1 pads a short context (documented); -2 and below are refused
+    Case("fit_sgns_to_counts", lambda: (fit_sgns_to_counts, {"counts": np.array([[3, 1, 0], [1, 2, 4], [0, 5, 1]]),
+                                                             "dim": 2, "negatives": 5, "steps": 5, "lr": 0.05,
+                                                             "seed": 0}),
+         kinds={"counts": ("not_array", "float_dtype", "negative_id", "extra_dim", "missing_dim", "none", "empty")},
+         ok={"counts": {"float_dtype"}}),  # real-valued counts (weighted co-occurrences) are allowed
 ]
 
 SKIP = {}

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_sgns_by_hand", "check_context_pairs", "check_fasttext_ngrams", "check_noise_distribution",
-           "check_expected_path_length"]
+__all__ = ["check_sgns_by_hand", "check_fasttext_ngrams", "check_analogy_3cosmul", "check_idf_weighted_mean"]
 
 SGNS_BY_HAND = {"positive": 2.0, "negatives": (-1.0, 0.5)}  # the scores u.v of one training example
 
@@ -16,27 +17,6 @@ answer_check("sgns_by_hand", hint="add one log-sigmoid per word: log s(u+.v) for
 def check_sgns_by_hand(answer) -> None:
     """The negative-sampling objective log s(2) + log s(1) + log s(-0.5) for the scores in SGNS_BY_HAND."""
     check_answer("sgns_by_hand", answer)
-
-
-def _context_pairs_cases():
-    s = ["we", "raise", "an", "exception", "here"]
-    return [
-        Case((s, 1)),
-        Case((s, 2), hint="a window of 2 means up to 2 words on *each* side of the centre."),
-        Case((["a", "b"], 5), hint="the window stops at the ends of the sentence."),
-        Case((["solo"], 2), hint="a one-word sentence has no context: []."),
-        Case((["x", "x", "y"], 1), hint="skip the centre's own position, not every word equal to it."),
-        Case(([], 3)),
-    ]
-
-
-function_check("context_pairs", _context_pairs_cases,
-               hint="order: centres from left to right; for each, its context words from left to right.")
-
-
-def check_context_pairs(fn) -> None:
-    """context_pairs(sentence, window): (centre, context) for every context word within ``window``."""
-    run_check("context_pairs", fn)
 
 
 function_check("fasttext_ngrams", lambda: [
@@ -53,29 +33,47 @@ def check_fasttext_ngrams(fn) -> None:
     run_check("fasttext_ngrams", fn)
 
 
-function_check("noise_distribution", lambda: [
-    Case(([100, 10, 1], 0.75)),
-    Case(([100, 10, 1], 1.0), hint="power 1 is the unigram distribution: count / total."),
-    Case(([100, 10, 1], 0.0), hint="power 0 makes every word equally likely."),
-    Case(([5, 5, 5, 5], 0.75)),
-    Case(([4096, 1], 0.5), hint="raise the counts to the power first, then normalise so they sum to 1."),
-], rtol=1e-9)
+def _cosmul_cases():
+    rng = np.random.default_rng(6)
+    base = rng.normal(size=(12, 5))
+    return [
+        Case((np.eye(4) + 0.1, 0, 1, 2), hint="leave a, b and c themselves out of the candidates."),
+        Case((base, 0, 1, 2)),
+        Case((base * rng.uniform(0.1, 10, size=(12, 1)), 3, 7, 5),
+             hint="compare directions: normalise the rows before taking dot products."),
+        Case((np.vstack([base, base[4:5]]), 9, 10, 11), hint="on a tie, return the lowest index."),
+        Case((-base, 2, 8, 0), hint="shift each cosine into [0, 1] with (cos + 1) / 2 before multiplying."),
+    ]
 
 
-def check_noise_distribution(fn) -> None:
-    """noise_distribution(counts, power): P_n(w) = count(w)^power / sum_v count(v)^power."""
-    run_check("noise_distribution", fn)
+function_check("analogy_3cosmul", _cosmul_cases,
+               hint="score = cos'(x, b) cos'(x, c) / (cos'(x, a) + 0.001) with cos' = (cos + 1) / 2; argmax over "
+                    "x not in {a, b, c}.")
 
 
-function_check("expected_path_length", lambda: [
-    Case(([1, 1],), hint="two words: one decision each, so the mean path length is 1."),
-    Case(([1, 1, 1, 1],)),
-    Case(([8, 4, 2, 1, 1],), hint="frequent words sit near the root: weight each depth by the count."),
-    Case(([50, 20, 20, 5, 3, 1, 1],)),
-    Case(([1] * 1000,), hint="for V equal counts the depth is about log2 V."),
-])
+def check_analogy_3cosmul(fn) -> None:
+    """analogy_3cosmul(vectors, a, b, c): the row x outside {a, b, c} maximising 3CosMul (Levy & Goldberg 2014)."""
+    run_check("analogy_3cosmul", fn)
 
 
-def check_expected_path_length(fn) -> None:
-    """expected_path_length(counts): the count-weighted mean depth of the words in a Huffman tree."""
-    run_check("expected_path_length", fn)
+def _idf_cases():
+    vectors = np.arange(12, dtype=float).reshape(4, 3)
+    index = {"the": 0, "list": 1, "iterator": 2, "raise": 3}
+    idf = {"the": 0.1, "list": 2.0, "iterator": 3.0, "yield": 4.0}
+    return [
+        Case((["list", "iterator"], vectors, index, idf)),
+        Case((["the", "list", "list"], vectors, index, idf), hint="each occurrence counts: weight it every time."),
+        Case((["raise", "list"], vectors, index, idf), hint="a token without an idf weight is left out."),
+        Case((["yield", "iterator"], vectors, index, idf), hint="a token without a vector is left out."),
+        Case((["yield", "unknown"], vectors, index, idf), hint="no usable token: return zeros of width d."),
+        Case(([], vectors, index, idf)),
+    ]
+
+
+function_check("idf_weighted_mean", _idf_cases, rtol=1e-9, atol=1e-12,
+               hint="sum_t idf(t) v_t / sum_t idf(t) over the occurrences of tokens in both index and idf.")
+
+
+def check_idf_weighted_mean(fn) -> None:
+    """idf_weighted_mean(tokens, vectors, index, idf): the IDF-weighted mean of the known tokens' vectors."""
+    run_check("idf_weighted_mean", fn)

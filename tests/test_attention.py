@@ -1,13 +1,16 @@
-"""lmbook.attention and lmbook.efficient_attention against torch: F.scaled_dot_product_attention (masks, causal
-alignment, enable_gqa), nn.MultiheadAttention with copied weights, torch.softmax; flash and linear attention
-against brute force; each fast path of fast_attention against the readable scaled_dot_product_attention."""
+"""lmbook.attention, attention_fast, additive_attention and efficient_attention: against torch's
+F.scaled_dot_product_attention (masks, causal alignment, enable_gqa) and nn.MultiheadAttention with copied weights
+(key_padding_mask included), torch.softmax; additive scores, flash and linear attention against brute force; each
+fast path of fast_attention against the readable scaled_dot_product_attention."""
 
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from lmbook import additive_attention as AA
 from lmbook import attention as A
+from lmbook import attention_fast as AF
 from lmbook import efficient_attention as EA
 from torch.nn.attention.bias import causal_lower_right
 
@@ -176,7 +179,7 @@ def test_fast_path_equals_readable_path(masked):
     q, k, v = qkv(14, B=2, H=3, Tq=260, Tk=270)
     mask = torch.rand(2, 1, 260, 270, generator=torch.Generator().manual_seed(1)) > 0.5 if masked else None
     fast = A.fast_attention(q, k, v, mask=mask, is_causal=masked)
-    assert A._use_fast_path(q, k)
+    assert AF._use_fast_path(q, k)
     readable, _ = A.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=masked, return_weights=True)
     torch.testing.assert_close(fast, readable, atol=1e-6, rtol=1e-6)
 
@@ -465,3 +468,100 @@ def test_peak_memory_counts_a_known_allocation():
     x = torch.zeros(10)
     _, peak = EA.peak_memory(lambda t: (t + 1) * 2, x)  # t + 1 (40 B) is alive while * 2 makes another 40 B
     assert peak == 80
+
+
+# ---- padding masks: a batch of sequences of different lengths ------------------------------------
+
+def test_padding_mask_by_hand():
+    mask = A.padding_mask(torch.tensor([3, 1, 0]), 4)
+    assert mask.shape == (3, 1, 1, 4)
+    assert mask[:, 0, 0].int().tolist() == [[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_padded_batch_equals_each_sequence_alone(causal):
+    """Right-padded batch with the padding mask: the real tokens' outputs equal running each sequence alone,
+    whatever the padding holds, and the padded keys get weight exactly 0."""
+    torch.manual_seed(0)
+    mha = A.MultiHeadAttention(16, 4, n_kv_heads=2).eval()
+    lengths = torch.tensor([5, 2, 7])
+    seqs = [torch.randn(1, int(n), 16, dtype=torch.float64) for n in lengths]
+    batch = torch.randn(3, 7, 16, dtype=torch.float64) * 100  # garbage in the padding
+    for b, s in enumerate(seqs):
+        batch[b, :s.shape[1]] = s[0]
+    mha = mha.double()
+    with torch.no_grad():
+        out, w = mha(batch, mask=A.padding_mask(lengths, 7), is_causal=causal, return_weights=True)
+        for b, s in enumerate(seqs):
+            torch.testing.assert_close(out[b, :s.shape[1]], mha(s, is_causal=causal)[0], atol=1e-12, rtol=0)
+            assert (w[b, :, :, s.shape[1]:] == 0).all()
+
+
+def test_padding_mask_matches_nn_multihead_attention_key_padding_mask():
+    torch.manual_seed(1)
+    ours = A.MultiHeadAttention(8, 2, bias=True).eval()
+    theirs = torch.nn.MultiheadAttention(8, 2, bias=True, batch_first=True).eval()
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        theirs.out_proj.weight.copy_(ours.o_proj.weight)
+        theirs.out_proj.bias.copy_(ours.o_proj.bias)
+        x, lengths = torch.randn(3, 6, 8), torch.tensor([6, 4, 1])
+        mask = A.padding_mask(lengths, 6)
+        expected, _ = theirs(x, x, x, key_padding_mask=~mask[:, 0, 0])  # torch: True = blocked
+        torch.testing.assert_close(ours(x, mask=mask), expected, **TOL)
+
+
+@pytest.mark.parametrize("lengths, k_len, error", [(torch.tensor([2, 5]), 4, ValueError),
+                                                   (torch.tensor([-1]), 3, ValueError),
+                                                   (torch.tensor([1.0]), 3, TypeError), ([2, 3], 4, TypeError)])
+def test_padding_mask_bad_lengths(lengths, k_len, error):
+    with pytest.raises(error, match="lengths"):
+        A.padding_mask(lengths, k_len)
+
+
+# ---- additive (Bahdanau) attention -------------------------------------------------------------------
+
+def _additive_naive(q, k, W_q, W_k, v_a):
+    """e_ij = v_a . tanh(W_q^T q_i + W_k^T k_j), one pair at a time, with plain Python sums."""
+    scores = torch.zeros(q.shape[0], k.shape[0], dtype=q.dtype)
+    for i in range(q.shape[0]):
+        for j in range(k.shape[0]):
+            hidden = [math.tanh(sum(q[i, m] * W_q[m, a] for m in range(q.shape[1]))
+                                + sum(k[j, m] * W_k[m, a] for m in range(k.shape[1]))) for a in range(len(v_a))]
+            scores[i, j] = sum(v * h for v, h in zip(v_a.tolist(), hidden, strict=True))
+    return scores
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_additive_scores_match_a_naive_loop(seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(3, 4, generator=g, dtype=torch.float64), torch.randn(5, 6, generator=g, dtype=torch.float64)
+    W_q, W_k = torch.randn(4, 7, generator=g, dtype=torch.float64), torch.randn(6, 7, generator=g, dtype=torch.float64)
+    v_a = torch.randn(7, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(AA.additive_scores(q, k, W_q, W_k, v_a), _additive_naive(q, k, W_q, W_k, v_a),
+                               atol=1e-12, rtol=0)
+    batched = AA.additive_scores(torch.stack([q, 2 * q]), k, W_q, W_k, v_a)  # leading axes broadcast
+    torch.testing.assert_close(batched[1], _additive_naive(2 * q, k, W_q, W_k, v_a), atol=1e-12, rtol=0)
+    assert AA.additive_scores(q * 1e6, k, W_q, W_k, v_a).abs().max() <= v_a.abs().sum()  # bounded by ||v_a||_1
+
+
+def test_additive_attention_weights_and_mask():
+    g = torch.Generator().manual_seed(2)
+    q, k = torch.randn(2, 3, 4, generator=g), torch.randn(2, 5, 4, generator=g)
+    values = torch.randn(2, 5, 3, generator=g)
+    W_q, W_k, v_a = torch.randn(4, 6, generator=g), torch.randn(4, 6, generator=g), torch.randn(6, generator=g)
+    mask = A.padding_mask(torch.tensor([5, 2]), 5)[:, 0]  # (B, 1, T_k)
+    context, weights = AA.additive_attention(q, k, values, W_q, W_k, v_a, mask=mask)
+    expected = torch.softmax(AA.additive_scores(q, k, W_q, W_k, v_a).masked_fill(~mask, float("-inf")), -1)
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(context, expected @ values)
+    assert (weights[1, :, 2:] == 0).all()
+
+
+def test_additive_bad_shapes():
+    q, k = torch.randn(3, 4), torch.randn(5, 6)
+    with pytest.raises(ValueError, match="W_k"):
+        AA.additive_scores(q, k, torch.randn(4, 7), torch.randn(4, 7), torch.randn(7))
+    with pytest.raises(ValueError, match="values"):
+        AA.additive_attention(q, k, torch.randn(4, 2), torch.randn(4, 7), torch.randn(6, 7), torch.randn(7))

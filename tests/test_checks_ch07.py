@@ -31,48 +31,29 @@ def masked_softmax_no_max(scores, mask):
     return e / e.sum(dim=-1, keepdim=True).clamp_min(1e-30)  # overflows for large scores
 
 
-def expand_kv(x, n_rep):
-    return x.repeat_interleave(n_rep, dim=1)
+def left_padding_mask(lengths, k_len):
+    return (torch.arange(k_len) >= (k_len - lengths)[:, None])[:, None, None, :]
 
 
-def expand_kv_tiled(x, n_rep):
-    return x.repeat(1, n_rep, 1, 1)  # heads 0, 1, 2, 0, 1, 2: the wrong grouping
+def right_padding_mask(lengths, k_len):
+    return (torch.arange(k_len) < lengths[:, None])[:, None, None, :]  # section 5's mask, not left padding
 
 
-def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, bytes_per_value=2, batch=1):
-    return 2 * n_layers * n_kv_heads * d_head * seq_len * bytes_per_value * batch
+def left_padding_mask_2d(lengths, k_len):
+    return left_padding_mask(lengths, k_len)[:, 0, 0]  # (B, k_len): does not broadcast over heads and queries
 
 
-def kv_cache_bytes_keys_only(n_layers, n_kv_heads, d_head, seq_len, bytes_per_value=2, batch=1):
-    return n_layers * n_kv_heads * d_head * seq_len * bytes_per_value * batch
+def previous_token_score(weights):
+    return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1).mean(-1)
 
 
-def online_attention(q, K, V, block_size):
-    m, total, acc = -math.inf, 0.0, torch.zeros(V.shape[-1], dtype=V.dtype)
-    for start in range(0, K.shape[0], block_size):
-        s = K[start:start + block_size] @ q / math.sqrt(q.shape[-1])
-        m_new = max(m, s.max().item())
-        p = torch.exp(s - m_new)
-        c = math.exp(m - m_new)
-        total = total * c + p.sum()
-        acc = acc * c + p @ V[start:start + block_size]
-        m = m_new
-    return acc / total
+def previous_token_score_with_query_0(weights):
+    T = weights.shape[-1]
+    return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1).sum(-1) / T  # divides by T, not T - 1
 
 
-def online_attention_no_rescale(q, K, V, block_size):
-    m, total, acc = -math.inf, 0.0, torch.zeros(V.shape[-1], dtype=V.dtype)
-    for start in range(0, K.shape[0], block_size):
-        s = K[start:start + block_size] @ q / math.sqrt(q.shape[-1])
-        m = max(m, s.max().item())
-        p = torch.exp(s - m)
-        total = total + p.sum()  # forgets to rescale what was summed under the old maximum
-        acc = acc + p @ V[start:start + block_size]
-    return acc / total
-
-
-def online_attention_unscaled(q, K, V, block_size):
-    return online_attention(q * math.sqrt(q.shape[-1]), K, V, block_size)  # no 1/sqrt(d)
+def previous_token_score_diagonal(weights):
+    return torch.diagonal(weights, dim1=-2, dim2=-1).mean(-1)  # the weight on the query's own token
 
 
 @pytest.mark.parametrize(
@@ -81,10 +62,10 @@ def online_attention_unscaled(q, K, V, block_size):
         ("masked_softmax", masked_softmax, masked_softmax_torch_nn_convention, "True means *attend*"),
         ("masked_softmax", masked_softmax, masked_softmax_big_negative, "not uniform"),
         ("masked_softmax", masked_softmax, masked_softmax_no_max, "maximum"),
-        ("expand_kv", expand_kv, expand_kv_tiled, "repeat_interleave"),
-        ("kv_cache_bytes", kv_cache_bytes, kv_cache_bytes_keys_only, "factor 2"),
-        ("online_attention", online_attention, online_attention_no_rescale, "rescale"),
-        ("online_attention", online_attention, online_attention_unscaled, "case 1"),
+        ("left_padding_mask", left_padding_mask, right_padding_mask, "LAST n_b columns"),
+        ("left_padding_mask", left_padding_mask, left_padding_mask_2d, "case 1"),
+        ("previous_token_score", previous_token_score, previous_token_score_with_query_0, "case 1"),
+        ("previous_token_score", previous_token_score, previous_token_score_diagonal, "weight 1 on key i - 1"),
     ],
 )
 def test_check_accepts_the_answer_and_rejects_a_plausible_mistake(check, good, bad, message, capsys):
@@ -100,8 +81,8 @@ def test_by_hand_answer_and_not_attempted(capsys):
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    checks.check_expand_kv(stub)
-    assert RESULTS["expand_kv"] is False and "not attempted" in capsys.readouterr().out
+    checks.check_left_padding_mask(stub)
+    assert RESULTS["left_padding_mask"] is False and "not attempted" in capsys.readouterr().out
 
 
 def test_student_exception_is_reported_not_raised(capsys):

@@ -27,18 +27,6 @@ def masked_softmax(scores, mask):
     return e / torch.where(total > 0, total, torch.ones_like(total))
 
 
-def expand_kv(x, n_rep):
-    return x.repeat_interleave(n_rep, dim=1)
-
-
-def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, bytes_per_value=2, batch=1):
-    return 2 * n_layers * n_kv_heads * d_head * seq_len * bytes_per_value * batch
-
-
-def online_attention(q, K, V, block_size):
-    return torch.softmax(K @ q / math.sqrt(q.shape[-1]), dim=0) @ V
-
-
 def _hidden_masked_softmax():
     g = torch.Generator().manual_seed(105)
     return [
@@ -55,54 +43,38 @@ def _hidden_masked_softmax():
     ]
 
 
-def _hidden_expand_kv():
-    g = torch.Generator().manual_seed(106)
-    labelled = torch.arange(2.0).view(1, 2, 1, 1).expand(2, 2, 3, 1).contiguous()  # head g holds the value g
+def left_padding_mask(lengths, k_len):
+    return (torch.arange(k_len) >= (k_len - lengths)[:, None])[:, None, None, :]
+
+
+def _hidden_left_padding():
     return [
-        Case((labelled, 3)),  # 0, 0, 0, 1, 1, 1, not 0, 1, 0, 1, 0, 1
-        Case((torch.randn(1, 3, 2, 4, generator=g), 2)),
-        Case((torch.randn(3, 2, 1, 3, generator=g), 1)),
-        Case((torch.randn(2, 1, 4, 2, generator=g), 3)),
-        Case((torch.randn(1, 4, 3, 2, generator=g), 2)),
+        Case((torch.tensor([1, 3, 2]), 3)),
+        Case((torch.tensor([7, 0, 4]), 7)),
+        Case((torch.tensor([5]), 8)),
+        Case((torch.tensor([2, 2, 6, 1, 3]), 6)),
     ]
 
 
-def _hidden_kv_cache_bytes():
-    return [
-        Case((28, 4, 128, 32768)),
-        Case((16, 16, 64, 2048), kwargs={"bytes_per_value": 1}),
-        Case((2, 5, 32, 100), kwargs={"batch": 3, "bytes_per_value": 4}),
-        Case((12, 12, 64, 512, 2, 4)),  # all six arguments, positionally
-        Case((80, 8, 128, 131072)),
-    ]
+def previous_token_score(weights):
+    return torch.stack([torch.stack([weights[h, i, i - 1] for i in range(1, weights.shape[-1])]).mean()
+                        for h in range(weights.shape[0])])
 
 
-def _hidden_online_attention():
-    g = torch.Generator().manual_seed(107)
+def _hidden_previous_token():
+    g = torch.Generator().manual_seed(108)
 
-    def inputs(T, d, dv, block, spread=1.0, rising=False):
-        q = torch.randn(d, generator=g, dtype=torch.float64) * spread
-        K = torch.randn(T, d, generator=g, dtype=torch.float64)
-        if rising:  # every block raises the running max
-            K = K[torch.argsort(K @ q)]
-        return q, K, torch.randn(T, dv, generator=g, dtype=torch.float64), block
+    def causal_weights(H, T):
+        s = torch.randn(H, T, T, generator=g, dtype=torch.float64) * 3
+        return torch.softmax(s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")), -1)
 
-    return [
-        Case(inputs(9, 3, 4, 2)),
-        Case(inputs(15, 5, 3, 4, spread=3.0, rising=True)),
-        Case(inputs(20, 6, 3, 7, spread=300.0)),
-        Case(inputs(6, 4, 5, 10)),  # one block, longer than T
-        Case(inputs(1, 2, 2, 1)),
-    ]
+    return [Case((causal_weights(4, 9),)), Case((causal_weights(1, 3),)), Case((causal_weights(6, 12),))]
 
 
 KEYS = {
     "attention_by_hand": Key(answer=_attention_by_hand()),
     "masked_softmax": Key(masked_softmax, _hidden_masked_softmax,
                           giveaways=("scaled_dot_product_attention",)),
-    "expand_kv": Key(expand_kv, _hidden_expand_kv, giveaways=("repeat_kv",)),
-    "kv_cache_bytes": Key(kv_cache_bytes, _hidden_kv_cache_bytes),
-    "online_attention": Key(online_attention, _hidden_online_attention,
-                            giveaways=("scaled_dot_product_attention", "fast_attention",
-                                       "flash_attention")),
+    "left_padding_mask": Key(left_padding_mask, _hidden_left_padding),
+    "previous_token_score": Key(previous_token_score, _hidden_previous_token),
 }

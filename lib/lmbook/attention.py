@@ -1,21 +1,20 @@
-"""Attention, chapter 7: softmax, scaled dot-product attention with masks, the split of the features into
-heads, and the multi-head attention layer in its three forms (MHA, grouped-query GQA, multi-query MQA).
+"""Attention, chapter 7: softmax, scaled dot-product attention with causal and padding masks, the split of
+the features into heads, and the multi-head attention layer (with fewer K/V heads for GQA and MQA, chapter 8).
 
 Conventions match torch.nn.functional.scaled_dot_product_attention: tensors are (..., T, d) with the head
-axis at -3; a boolean mask means True = attend. Two deliberate differences from torch: ``is_causal`` is aligned
-to the lower-right corner (query i sees keys up to i + k_len - q_len, as decoding with a KV cache needs;
-torch's ``causal_lower_right`` mask matches it), and fewer K/V heads than query heads (GQA) are expanded
-automatically, as torch's ``enable_gqa=True`` does: query head h reads K/V head h // (H_q / H_kv).
+axis at -3; a boolean mask means True = attend; the scores are scaled first and the mask or bias is added
+after. Two deliberate differences from torch: ``is_causal`` is aligned to the lower-right corner (query i
+sees keys up to i + k_len - q_len, as decoding with a KV cache needs; torch's ``causal_lower_right``), and
+fewer K/V heads than query heads are expanded automatically, as torch's ``enable_gqa=True`` does.
 ``scaled_dot_product_attention`` is the readable algorithm; ``fast_attention`` gives the same output by
-faster paths, tested against it, for models that run without autograd.
+faster paths, tested against it. Additive (Bahdanau) scores: ``lmbook.additive_attention``.
 
 Left out: dropout on the weights, positions (chapter 12), KV caching (chapter 11), fused kernels, and the
-efficient variants (sparse masks, linear and flash attention): ``lmbook.efficient_attention``.
+efficient variants (sparse masks, linear and flash attention): ``lmbook.efficient_attention``, chapter 8.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
@@ -23,7 +22,7 @@ from torch import nn
 
 from . import validate
 
-__all__ = ["softmax", "causal_mask", "repeat_kv", "scaled_dot_product_attention", "fast_attention",
+__all__ = ["softmax", "causal_mask", "padding_mask", "repeat_kv", "scaled_dot_product_attention", "fast_attention",
            "split_heads", "merge_heads", "MultiHeadAttention"]
 
 
@@ -53,6 +52,17 @@ def causal_mask(q_len: int, k_len: int, device=None) -> torch.Tensor:
     """
     _check_lengths(device, q_len=q_len, k_len=k_len)
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=k_len - q_len)
+
+
+def padding_mask(lengths: torch.Tensor, k_len: int) -> torch.Tensor:
+    """Key-padding mask for right-padded sequences, True = a real token: (B,) lengths -> (B, 1, 1, k_len).
+
+    Sequence b occupies positions 0..lengths[b]-1 and padding fills the rest; the mask broadcasts over
+    the heads and the queries, so no query attends to a padded key. Combine it with ``is_causal``. Chapter 7.
+    """
+    _check_padding(lengths, k_len)
+    real = torch.arange(k_len, device=lengths.device) < lengths[:, None]  # (B, k_len)
+    return real[:, None, None, :]  # (B, 1, 1, k_len): one row for every head and query
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -90,98 +100,25 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None
 
 
 def fast_attention(q, k, v, mask=None, is_causal=False, scale=None) -> torch.Tensor:
-    """The output of scaled_dot_product_attention (same arguments and shapes, no weights), by the fastest path:
-    without autograd, one query per head and no mask (a cached decoding step, chapter 11) goes to _decode_step
-    and a large call to _attention_by_slices, both tested against the readable one, which does the rest. Ch. 7"""
-    n_rep = _check_attention(q, k, v, mask, is_causal, scale, False)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        return scaled_dot_product_attention(q, k, v, mask, is_causal, scale)
-    if q.shape[-2] == 1 and mask is None:  # the one query may see every key, causal or not
-        return _decode_step(q, k, v, scale, n_rep)
-    k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
-    if not _use_fast_path(q, k):
-        return scaled_dot_product_attention(q, k, v, mask, is_causal, scale)
-    allowed = mask if mask is not None and mask.dtype == torch.bool else None  # True = attend
-    bias = mask.to(q.dtype) if mask is not None and allowed is None else None  # added to the scores
-    return _attention_by_slices(q, k, v, allowed, bias, scale, is_causal)
+    """The output of scaled_dot_product_attention (same arguments and shapes, no weights) by faster paths for
+    models that run without autograd: ``lmbook.attention_fast``, tested against the readable one. Chapter 7."""
+    from .attention_fast import fast_attention as by_fast_paths  # imported here: that module imports this one
 
-
-def _decode_step(q, k, v, scale, n_rep):
-    """One query per head, no mask, no autograd (a cached decoding step): the n_rep query heads of a K/V head
-    become n_rep rows of one product with it, so the cache is read in place, never copied n_rep times."""
-    if n_rep == 1:
-        return torch.softmax((q * scale) @ k.transpose(-2, -1), dim=-1) @ v
-    *lead, H, _, d = q.shape
-    grouped = q.reshape(*lead, H // n_rep, n_rep, d)  # (..., H_kv, n_rep, d): head h reads K/V head h // n_rep
-    weights = torch.softmax((grouped * scale) @ k.transpose(-2, -1), dim=-1)  # (..., H_kv, n_rep, T_k)
-    return (weights @ v).reshape(*lead, H, 1, v.shape[-1])  # (..., H, 1, d_v)
-
-
-def _use_fast_path(q, k) -> bool:
-    """Calls with several (batch, head) slices and at least 2^16 scores each go slice by slice."""
-    n_slices = math.prod(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]))
-    return n_slices > 1 and q.shape[-2] * k.shape[-2] >= 2**16
-
-
-def _attention_by_slices(q, k, v, allowed, bias, scale, is_causal):
-    """The same computation, one (batch, head) slice and one tile of query rows at a time, for CPU speed: each
-    tile of at most 2^20 scores reuses one buffer (on CPU fresh T x T temporaries cost more than the arithmetic),
-    causal tiles skip the keys after their last query, and torch's fused softmax replaces our four-pass one."""
-    q_len, k_len = q.shape[-2], k.shape[-2]
-    offset = k_len - q_len  # lower-right causal alignment: query i sits at key position i + offset
-    lead = torch.broadcast_shapes(*[t.shape[:-2] for t in (q, k, allowed, bias) if t is not None])
-    blocked = None if allowed is None else (~allowed).expand(*lead, q_len, k_len)  # views, no copies
-    bias = None if bias is None else bias.expand(*lead, q_len, k_len)
-    q, k, v = (t.expand(*lead, *t.shape[-2:]) for t in (q * scale, k, v))
-    out = q.new_zeros(*lead, q_len, v.shape[-1])  # (..., T_q, d_v); rows that see no key stay 0
-    rows = max(1, 2**20 // max(k_len, 1))  # query rows per tile
-    rows = min(rows, 128) if is_causal else rows  # smaller causal tiles skip more of the masked keys
-    buffer = q.new_empty(min(rows, q_len) * k_len)  # one tile of scores, reused for every tile
-    for idx in itertools.product(*(range(n) for n in lead)):
-        for r in range(0, q_len, rows):
-            r_end = min(r + rows, q_len)
-            stop = min(k_len, r_end + offset) if is_causal else k_len  # keys any row of the tile may see
-            if stop > 0:
-                s = buffer[:(r_end - r) * stop].view(r_end - r, stop)
-                torch.matmul(q[idx][r:r_end], k[idx][:stop].transpose(-2, -1), out=s)  # (rows, stop)
-                _mask_tile(s, r, offset, is_causal, None if blocked is None else blocked[idx][r:r_end, :stop],
-                           None if bias is None else bias[idx][r:r_end, :stop])
-                torch.matmul(s, v[idx][:stop], out=out[idx][r:r_end])
-    return out
-
-
-def _mask_tile(s, r, offset, is_causal, blocked, bias) -> None:
-    """Mask, bias and normalise one tile of scores s (rows r.., keys 0..) in place."""
-    stop = s.shape[-1]
-    if is_causal and stop > r + offset + 1:  # hide the keys after each row's own position
-        lo = max(r + offset + 1, 0)
-        i = torch.arange(r, r + s.shape[0], device=s.device)[:, None] + offset
-        j = torch.arange(lo, stop, device=s.device)[None, :]
-        s[:, lo:].masked_fill_(j > i, float("-inf"))
-    if blocked is not None:
-        s.masked_fill_(blocked, float("-inf"))
-    if bias is not None:
-        s.add_(bias)
-    may_die = blocked is not None or bias is not None or r + offset < 0
-    dead = s.amax(dim=-1, keepdim=True) == float("-inf") if may_die else None
-    torch.softmax(s, dim=-1, out=s)
-    if dead is not None:
-        s.masked_fill_(dead, 0.0)  # a query with nothing to attend to: zeros, not NaN
+    return by_fast_paths(q, k, v, mask, is_causal, scale)
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """(B, T, n_heads * d_head) -> (B, n_heads, T, d_head): head h owns features h*d_head:(h+1)*d_head. Chapter 7."""
+    """(B, T, n_heads * d_k) -> (B, n_heads, T, d_k): head h owns features h*d_k:(h+1)*d_k. Chapter 7."""
     _check_split_heads(x, n_heads)
     B, T, D = x.shape
-    return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_head)
+    return x.view(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_k)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """(B, H, T, d_head) -> (B, T, H * d_head): the inverse of split_heads (concatenate the heads). Chapter 7."""
+    """(B, H, T, d_k) -> (B, T, H * d_k): the inverse of split_heads (concatenate the heads). Chapter 7."""
     _check_merge_heads(x)
     B, H, T, d = x.shape
-    return x.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H * d_head)
+    return x.transpose(1, 2).reshape(B, T, H * d)  # (B, T, H * d_k)
 
 
 class MultiHeadAttention(nn.Module):
@@ -197,20 +134,20 @@ class MultiHeadAttention(nn.Module):
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         _check_layer(d_model, n_heads, n_kv_heads, bias)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
-        self.d_head = d_model // n_heads
-        self.q_proj = nn.Linear(d_model, n_heads * self.d_head, bias=bias)
-        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)  # smaller for GQA/MQA
-        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
-        self.o_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
+        self.d_k = d_model // n_heads
+        self.q_proj = nn.Linear(d_model, n_heads * self.d_k, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)  # smaller for GQA/MQA
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
+        self.o_proj = nn.Linear(n_heads * self.d_k, d_model, bias=bias)
 
     def forward(self, x, kv=None, mask=None, is_causal=False, return_weights=False):
         """x (B, T_q, d_model), kv (B, T_k, d_model) for cross-attention (default: x) -> (B, T_q, d_model),
         and the weights (B, H, T_q, T_k) if return_weights. mask, is_causal: as scaled_dot_product_attention."""
         kv = x if kv is None else kv  # self-attention unless a second sequence is given
         _check_forward(self, x, kv, mask, is_causal, return_weights)
-        q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, T_q, d_head)
-        k = split_heads(self.k_proj(kv), self.n_kv_heads)  # (B, H_kv, T_k, d_head)
-        v = split_heads(self.v_proj(kv), self.n_kv_heads)  # (B, H_kv, T_k, d_head)
+        q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, T_q, d_k)
+        k = split_heads(self.k_proj(kv), self.n_kv_heads)  # (B, H_kv, T_k, d_k)
+        v = split_heads(self.v_proj(kv), self.n_kv_heads)  # (B, H_kv, T_k, d_k)
         out = scaled_dot_product_attention(q, k, v, mask, is_causal, return_weights=return_weights)
         if return_weights:
             out, weights = out  # weights (B, H, T_q, T_k)
@@ -244,6 +181,13 @@ def _check_lengths(device, **lengths) -> None:
         torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError):
         raise ValueError(f"device must be a torch.device or its name, such as 'cpu', got {device!r}") from None
+
+
+def _check_padding(lengths, k_len) -> None:
+    validate.integer("k_len", k_len)
+    validate.tensor("lengths", lengths, ndim=1, kind="int")
+    if lengths.numel() and (lengths.min() < 0 or lengths.max() > k_len):
+        raise ValueError(f"lengths must lie in [0, k_len={k_len}], got {lengths.tolist()}")
 
 
 def _check_repeat_kv(x, n_rep) -> None:
@@ -325,7 +269,7 @@ def _check_split_heads(x, n_heads) -> None:
 def _check_merge_heads(x) -> None:
     _check_finite("x", x, ndim=4)
     if x.shape[-1] == 0:
-        raise ValueError(f"x must have shape (B, H, T, d_head) with d_head >= 1, got {tuple(x.shape)}")
+        raise ValueError(f"x must have shape (B, H, T, d_k) with d_k >= 1, got {tuple(x.shape)}")
 
 
 def _check_layer(d_model, n_heads, n_kv_heads, bias) -> None:

@@ -1,4 +1,4 @@
-"""Efficient attention, the last sections of chapter 7 (to become chapter 8): three ways around
+"""Efficient attention, chapter 8: three ways around
 the T x T matrix of scores, and a way to measure the memory they save.
 
 - Sparse masks: ``sliding_window_mask`` (each query sees the last ``window`` keys, as Mistral) and
@@ -34,7 +34,7 @@ __all__ = ["sliding_window_mask", "strided_mask", "FEATURE_MAPS", "linear_attent
 
 def sliding_window_mask(q_len: int, k_len: int, window: int, device=None) -> torch.Tensor:
     """Causal mask that also forgets the distant past: query i sees the last `window` keys up to and
-    including its own position, i.e. i' - window < j <= i' with i' = i + k_len - q_len. (q_len, k_len). Chapter 7.
+    including its own position, i.e. i' - window < j <= i' with i' = i + k_len - q_len. (q_len, k_len). Chapter 8.
     """
     _check_lengths(device, q_len=q_len, k_len=k_len, window=window)
     band = torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(diagonal=k_len - q_len - window + 1)
@@ -44,7 +44,7 @@ def sliding_window_mask(q_len: int, k_len: int, window: int, device=None) -> tor
 def strided_mask(q_len: int, k_len: int, stride: int, device=None) -> torch.Tensor:
     """The strided pattern of the Sparse Transformer (Child et al., 2019), causal and lower-right aligned:
     query i sees key j <= i' if it is among the last `stride` keys (i' - j < stride) or if
-    (i' - j) is a multiple of `stride`. Two such layers connect every pair of positions. (q_len, k_len). Chapter 7.
+    (i' - j) is a multiple of `stride`. Two such layers connect every pair of positions. (q_len, k_len). Chapter 8.
     """
     _check_lengths(device, q_len=q_len, k_len=k_len, stride=stride)
     i = torch.arange(q_len, device=device)[:, None] + (k_len - q_len)
@@ -65,7 +65,7 @@ def linear_attention(q, k, v, feature_map="elu", is_causal=False, eps=1e-6, chun
     Replacing exp(q.k) by phi(q).phi(k) lets the sum over keys be done once: (phi(Q) phi(K)^T) V =
     phi(Q) (phi(K)^T V) costs O(T d^2) instead of O(T^2 d) and never forms the T x T matrix. It is a
     different model, not an approximation with a guarantee. Causal: S and z become running sums over j <= i.
-    Shapes as scaled_dot_product_attention (GQA expanded); feature_map "elu" (elu+1), "relu" or a callable. Ch. 7
+    Shapes as scaled_dot_product_attention (GQA expanded); feature_map "elu" (elu+1), "relu" or a callable. Ch. 8
     """
     k, v = _check_linear(q, k, v, feature_map, is_causal, eps, chunk)  # K/V heads repeated for GQA
     phi = feature_map if callable(feature_map) else FEATURE_MAPS[feature_map]
@@ -99,7 +99,7 @@ def flash_attention(q, k, v, block_size=64, is_causal=False, window=None):
     Online softmax: per query block, a running row max m, sum l and unnormalised output acc are updated per
     key block S: m' = max(m, rowmax(S)), acc <- acc exp(m - m') + exp(S - m') V, l <- l exp(m - m') +
     rowsum(exp(S - m')); at the end out = acc / l. Shapes, GQA and causal alignment as scaled_dot_product_attention.
-    window (implies causal): only the last `window` keys, as sliding_window_mask; time O(T window). Chapter 7.
+    window (implies causal): only the last `window` keys, as sliding_window_mask; time O(T window). Chapter 8.
     """
     k, v = _check_flash(q, k, v, block_size, is_causal, window)  # K/V heads repeated for GQA
     is_causal, scale = is_causal or window is not None, 1.0 / math.sqrt(q.shape[-1])
@@ -149,7 +149,7 @@ def peak_memory(fn: Callable, *args, **kwargs) -> tuple[object, int]:
     Counts every tensor that torch operations create while fn runs, from creation until it is freed
     (storages shared by views are counted once; the inputs are not counted). Deterministic and
     device-independent, unlike the allocator's statistics; it does not see scratch memory inside a
-    single kernel. Chapter 7.
+    single kernel. Chapter 8.
     """
     _check_peak_memory(fn)
     given = list(args) + list(kwargs.values())

@@ -30,6 +30,8 @@ CASES = [
          ok={"x": {"extra_dim", "missing_dim"}},  # any shape is documented: softmax runs along `dim`
          kinds={"dim": ("float", "bool", "str", "none")}),  # every int in [-x.dim(), x.dim()) is a valid axis
     Case("causal_mask", lambda: (attention.causal_mask, {"q_len": 3, "k_len": 4, "device": "cpu"})),
+    Case("padding_mask", lambda: (attention.padding_mask, {"lengths": torch.tensor([3, 1]), "k_len": 4}),
+         ),
     Case("repeat_kv", lambda: (attention.repeat_kv, {"x": _t(2, 3, 4), "n_rep": 2}),
          ok={"x": {"extra_dim"}}),  # (..., H_kv, T, d): leading batch axes are documented
     Case("scaled_dot_product_attention",

@@ -72,10 +72,10 @@ def qkv_dataflow():
 def head_split_merge():
     """Multi-head attention as reshapes: split d into H slices, attend per head, merge (chapter 7).
 
-    A (B, T, d) tensor such as Q = X W_Q is viewed as (B, T, H, d_head), with d = H d_head, and transposed
-    to (B, H, T, d_head), so each head is a separate T x d_head matrix. Every head attends on its own; the
+    A (B, T, d) tensor such as Q = X W_Q is viewed as (B, T, H, d_k), with d = H d_k, and transposed
+    to (B, H, T, d_k), so each head is a separate T x d_k matrix. Every head attends on its own; the
     outputs are transposed back, reshaped to (B, T, d) and multiplied by W_O. Drawn with T = 4, H = 3 and
-    d_head = 3; the colours are the heads' slices of d."""
+    d_k = 3; the colours are the heads' slices of d."""
     fig, ax = canvas(8, 4.6)
     cell, T, dh = 0.17, 4, 3
 
@@ -92,23 +92,23 @@ def head_split_merge():
     label(ax, 1.02, 4.3, "$Q = XW_Q$ (also $K$, $V$)", SMALL)
     arrow(ax, (1.9, 3.66), (2.55, 3.66), text="view", offset=(0, 0.24), family=MONO)
     grid(ax, 2.7, 4.0, T, 3 * dh, cell, by_head, gaps=(dh, 2 * dh))
-    label(ax, 3.55, 3.08, "(B, T, H, d_head)", SMALL, family=MONO)
-    label(ax, 3.55, 4.3, "$d = H \\cdot d_{\\mathrm{head}}$", SMALL)
+    label(ax, 3.55, 3.08, "(B, T, H, d_k)", SMALL, family=MONO)
+    label(ax, 3.55, 4.3, "$d = H \\cdot d_k$", SMALL)
     arrow(ax, (4.5, 3.66), (5.3, 3.66), text="transpose\n(1, 2)", offset=(0, 0.36), family=MONO)
     head_grids(4.0, 5.45)
-    label(ax, 6.52, 3.08, "(B, H, T, d_head)", SMALL, family=MONO)
+    label(ax, 6.52, 3.08, "(B, H, T, d_k)", SMALL, family=MONO)
     arrow(ax, (6.52, 2.9), (6.52, 2.45))
     box(ax, 6.52, 2.15, 2.6, 0.55, "attention, each head alone", colour=VERMILION)
     arrow(ax, (6.52, 1.85), (6.52, 1.45))
     head_grids(1.1, 5.45)
-    label(ax, 6.52, 0.18, "(B, H, T, d_head)", SMALL, family=MONO)
+    label(ax, 6.52, 0.18, "(B, H, T, d_k)", SMALL, family=MONO)
     arrow(ax, (5.3, 0.76), (4.5, 0.76), text="transpose,\nreshape", offset=(0, 0.36), family=MONO)
     grid(ax, 2.7, 1.1, T, 3 * dh, cell, by_head)
     label(ax, 3.47, 0.18, "(B, T, d)", SMALL, family=MONO)
     arrow(ax, (2.55, 0.76), (1.85, 0.76))
     box(ax, 1.15, 0.76, 1.2, 0.6, "$W_O$: $d \\times d$", colour=GREEN)
     label(ax, 1.15, 0.18, "output (B, T, d)", SMALL, family=MONO)
-    label(ax, 0.25, 2.15, "Every head sees all $T$ positions,\nbut only its own $d_{\\mathrm{head}}$ features.",
+    label(ax, 0.25, 2.15, "Every head sees all $T$ positions,\nbut only its own $d_k$ features.",
           SMALL, ha="left")
     return fig
 

@@ -6,8 +6,8 @@ import torch
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_attention_by_hand", "check_masked_softmax", "check_expand_kv", "check_kv_cache_bytes",
-           "check_online_attention"]
+__all__ = ["check_attention_by_hand", "check_masked_softmax", "check_left_padding_mask",
+           "check_previous_token_score"]
 
 answer_check("attention_by_hand",
              hint="the scores are the dot products s . h_j = [1, 1, 2]; alpha_3 = e^2 / (e^1 + e^1 + e^2).")
@@ -46,60 +46,46 @@ def check_masked_softmax(fn) -> None:
     run_check("masked_softmax", fn)
 
 
-def _expand_kv_cases():
-    g = torch.Generator().manual_seed(6)
-    labelled = torch.arange(3.0).view(1, 3, 1, 1).expand(1, 3, 2, 2).contiguous()  # head g holds the value g
+def _left_padding_cases():
     return [
-        Case((torch.randn(2, 4, 3, 5, generator=g), 1), hint="n_rep = 1 is plain multi-head attention: no change."),
-        Case((labelled, 2), hint="heads in a group are adjacent: the result's heads hold 0, 0, 1, 1, 2, 2 "
-                                 "(repeat_interleave), not 0, 1, 2, 0, 1, 2 (repeat)."),
-        Case((torch.randn(2, 1, 3, 4, generator=g), 4), hint="one K/V head shared by all query heads is MQA."),
-        Case((torch.randn(1, 2, 6, 8, generator=g), 3)),
+        Case((torch.tensor([4, 2, 1]), 4), hint="left padding puts the real tokens in the LAST n_b columns: "
+                                                "key j is real when j >= k_len - n_b (right padding is j < n_b)."),
+        Case((torch.tensor([3]), 5), hint="the mask has shape (B, 1, 1, k_len), so it broadcasts over heads "
+                                          "and queries."),
+        Case((torch.tensor([0, 5]), 5), hint="a sequence of length 0 is all padding; one of length k_len has none."),
+        Case((torch.tensor([2, 3, 1, 4]), 6)),
     ]
 
 
-function_check("expand_kv", _expand_kv_cases)
+function_check("left_padding_mask", _left_padding_cases)
 
 
-def check_expand_kv(fn) -> None:
-    """expand_kv(x, n_rep): (B, H_kv, T, d) -> (B, H_kv * n_rep, T, d), query head h using K/V head h // n_rep."""
-    run_check("expand_kv", fn)
+def check_left_padding_mask(fn) -> None:
+    """left_padding_mask(lengths (B,), k_len) -> bool (B, 1, 1, k_len), True on the last lengths[b] columns."""
+    run_check("left_padding_mask", fn)
 
 
-function_check("kv_cache_bytes", lambda: [
-    Case((32, 32, 128, 4096), hint="keys AND values are cached: the count starts with a factor 2."),
-    Case((32, 8, 128, 4096), hint="only the K/V heads are cached, not the query heads."),
-    Case((30, 3, 64, 8192), kwargs={"bytes_per_value": 4}, hint="float32 takes 4 bytes per value."),
-    Case((1, 1, 1, 1)),
-    Case((24, 2, 64, 1000), kwargs={"batch": 8}, hint="every sequence in the batch has its own cache."),
-])
+def _previous_token_cases():
+    g = torch.Generator().manual_seed(8)
 
+    def causal_weights(H, T):
+        s = torch.randn(H, T, T, generator=g, dtype=torch.float64)
+        return torch.softmax(s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")), -1)
 
-def check_kv_cache_bytes(fn) -> None:
-    """kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, bytes_per_value=2, batch=1)."""
-    run_check("kv_cache_bytes", fn)
-
-
-def _online_attention_cases():
-    g = torch.Generator().manual_seed(7)
-
-    def inputs(T, d, dv, block, spread=1.0):
-        return (torch.randn(d, generator=g, dtype=torch.float64) * spread, torch.randn(T, d, generator=g,
-                dtype=torch.float64), torch.randn(T, dv, generator=g, dtype=torch.float64), block)
-
+    eye_below = torch.eye(5, dtype=torch.float64).roll(-1, dims=1).tril()  # weight 1 on key i - 1
+    eye_below[0, 0] = 1.0
     return [
-        Case(inputs(8, 4, 3, 8), hint="with one block this is ordinary attention for one query."),
-        Case(inputs(16, 4, 3, 4), hint="when a block raises the running max m, rescale both the running sum "
-                                      "and the accumulated output by exp(m_old - m_new)."),
-        Case(inputs(10, 4, 2, 3), hint="the last block may be shorter than block_size."),
-        Case(inputs(12, 8, 2, 5, spread=500.0), hint="large scores: subtract the running max before exp."),
-        Case(inputs(5, 2, 2, 1)),
+        Case((eye_below[None],), hint="a perfect previous-token head puts weight 1 on key i - 1 for every "
+                                      "query i >= 1: its score is 1."),
+        Case((causal_weights(3, 6),), hint="average the sub-diagonal w[h, i, i - 1] over i = 1 .. T - 1; "
+                                           "query 0 has no previous token."),
+        Case((causal_weights(2, 2),), hint="one value per head: the result has shape (H,)."),
     ]
 
 
-function_check("online_attention", _online_attention_cases, rtol=1e-7, atol=1e-9)
+function_check("previous_token_score", _previous_token_cases, rtol=1e-9, atol=1e-12)
 
 
-def check_online_attention(fn) -> None:
-    """online_attention(q (d,), K (T, d), V (T, d_v), block_size) == softmax(K q / sqrt(d)) V, one block at a time."""
-    run_check("online_attention", fn)
+def check_previous_token_score(fn) -> None:
+    """previous_token_score(weights (H, T, T)) -> (H,): mean over i >= 1 of weights[h, i, i - 1]."""
+    run_check("previous_token_score", fn)

@@ -1,41 +1,21 @@
 """Chapter 9's self-checks accept the right answer and reject plausible wrong ones with a message."""
 
-import torch
+import math
+
+import numpy as np
 from check_helpers import verdict
-from lmbook import checks, decoding
+from lmbook import checks
 from lmbook.model import Transformer, TransformerConfig
 
 
-def test_deepnorm_alpha(capsys):
-    ok, out = verdict(capsys, checks.check_deepnorm_alpha, 200 ** 0.25, "deepnorm_alpha")
+def test_double_softmax_floor(capsys):
+    floor = math.log(math.e + 49151) - 1
+    ok, out = verdict(capsys, checks.check_double_softmax_floor, floor, "double_softmax_floor")
     assert ok and "✓" in out
-    ok, out = verdict(capsys, checks.check_deepnorm_alpha, 1 / (4 * 100) ** 0.5, "deepnorm_alpha")  # erratum E81
-    assert not ok and "skip path" in out
-    assert not verdict(capsys, checks.check_deepnorm_alpha, 8 * 100 ** -0.25, "deepnorm_alpha")[0]
-
-
-def test_rms_norm(capsys):
-    def good(x, weight, eps=1e-6):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-    assert verdict(capsys, checks.check_rms_norm, good, "rms_norm")[0]
-
-    def layer_norm(x, weight, eps=1e-6):  # centres first
-        x = x - x.mean(-1, keepdim=True)
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-    ok, out = verdict(capsys, checks.check_rms_norm, layer_norm, "rms_norm")
-    assert not ok and "mean" in out
-
-    def eps_outside(x, weight, eps=1e-6):
-        return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * weight
-
-    assert not verdict(capsys, checks.check_rms_norm, eps_outside, "rms_norm")[0]
-
-    def wrong_axis(x, weight, eps=1e-6):
-        return x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * weight
-
-    assert not verdict(capsys, checks.check_rms_norm, wrong_axis, "rms_norm")[0]
+    ok, out = verdict(capsys, checks.check_double_softmax_floor, math.log(49152), "double_softmax_floor")  # uniform
+    assert not ok and "one-hot" in out
+    assert not verdict(capsys, checks.check_double_softmax_floor, floor / math.log(2), "double_softmax_floor")[0]
+    assert not verdict(capsys, checks.check_double_softmax_floor, math.log(math.e + 2) - 1, "double_softmax_floor")[0]
 
 
 def test_count_parameters(capsys):
@@ -64,44 +44,71 @@ def test_count_parameters(capsys):
     assert not verdict(capsys, checks.check_count_parameters, no_final_norm, "count_parameters")[0]
 
 
-def test_top_p_filter(capsys):
-    ok, out = verdict(capsys, checks.check_top_p_filter, decoding.top_p_filter, "top_p_filter")
-    assert ok and "✓" in out
+def test_residual_jacobian_norm(capsys):
+    def good(layers, alpha):  # an independent form: push the identity through the blocks one column at a time
+        out = np.eye(len(layers[0]))
+        for W in layers:
+            out = out + alpha * (np.asarray(W) @ out)
+        return np.linalg.svd(out, compute_uv=False)[0]
 
-    def stops_below_p(logits, p):  # keeps only tokens whose cumulative mass, themselves included, is <= p
-        probs, order = logits.softmax(-1).sort(-1, descending=True)
-        drop = probs.cumsum(-1) > p
-        return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    assert verdict(capsys, checks.check_residual_jacobian_norm, good, "residual_jacobian_norm")[0]
 
-    ok, out = verdict(capsys, checks.check_top_p_filter, stops_below_p, "top_p_filter")
-    assert not ok and "crosses" in out
+    def scaled_identity(layers, alpha):  # alpha (I + W) instead of I + alpha W
+        out = np.eye(len(layers[0]))
+        for W in layers:
+            out = alpha * (np.eye(len(W)) + W) @ out
+        return np.linalg.norm(out, 2)
 
-    def unsorted(logits, p):  # accumulates in vocabulary order
-        drop = (logits.softmax(-1).cumsum(-1) - logits.softmax(-1)) >= p
-        return logits.masked_fill(drop, float("-inf"))
+    ok, out = verdict(capsys, checks.check_residual_jacobian_norm, scaled_identity, "residual_jacobian_norm")
+    assert not ok and "identity" in out
 
-    assert not verdict(capsys, checks.check_top_p_filter, unsorted, "top_p_filter")[0]
+    def reversed_order(layers, alpha):
+        out = np.eye(len(layers[0]))
+        for W in layers:
+            out = out @ (np.eye(len(W)) + alpha * W)
+        return np.linalg.norm(out, 2)
+
+    ok, out = verdict(capsys, checks.check_residual_jacobian_norm, reversed_order, "residual_jacobian_norm")
+    assert not ok and "in order" in out
+
+    def frobenius(layers, alpha):
+        out = np.eye(len(layers[0]))
+        for W in layers:
+            out = (np.eye(len(W)) + alpha * W) @ out
+        return np.linalg.norm(out)
+
+    assert not verdict(capsys, checks.check_residual_jacobian_norm, frobenius, "residual_jacobian_norm")[0]
 
 
-def test_distinct_n(capsys):
-    assert verdict(capsys, checks.check_distinct_n, decoding.distinct_n, "distinct_n")[0]
+def test_wsd_lr(capsys):
+    def good(step, peak_lr, warmup_steps, total_steps, decay_steps, min_lr_ratio=0.0):
+        if step < warmup_steps:
+            return peak_lr * (step + 1) / warmup_steps
+        left = total_steps - 1 - step  # steps after this one
+        if left >= decay_steps:
+            return peak_lr
+        floor = peak_lr * min_lr_ratio
+        return floor + (peak_lr - floor) * left / decay_steps
 
-    def distinct_over_types(sequences, n):  # divides by the number of distinct tokens instead
-        grams = [tuple(s[i:i + n]) for s in sequences for i in range(len(s) - n + 1)]
-        return len(set(grams)) / len({t for s in sequences for t in s})
+    assert verdict(capsys, checks.check_wsd_lr, good, "wsd_lr")[0]
 
-    assert not verdict(capsys, checks.check_distinct_n, distinct_over_types, "distinct_n")[0]
+    def warmup_from_step(step, peak_lr, warmup_steps, total_steps, decay_steps, min_lr_ratio=0.0):
+        return peak_lr * step / warmup_steps if step < warmup_steps else good(step, peak_lr, warmup_steps,
+                                                                               total_steps, decay_steps, min_lr_ratio)
 
-    def crosses_sequences(sequences, n):  # concatenates the sequences first
-        flat = [t for s in sequences for t in s]
-        grams = [tuple(flat[i:i + n]) for i in range(len(flat) - n + 1)]
-        return len(set(grams)) / len(grams)
+    ok, out = verdict(capsys, checks.check_wsd_lr, warmup_from_step, "wsd_lr")
+    assert not ok and "warm-up" in out
 
-    ok, out = verdict(capsys, checks.check_distinct_n, crosses_sequences, "distinct_n")
-    assert not ok and "hint" in out
+    def decays_to_zero(step, peak_lr, warmup_steps, total_steps, decay_steps, min_lr_ratio=0.0):
+        return good(step, peak_lr, warmup_steps, total_steps, decay_steps, 0.0)
 
-    def off_by_one(sequences, n):  # misses the last n-gram of each sequence
-        grams = [tuple(s[i:i + n]) for s in sequences for i in range(len(s) - n)]
-        return len(set(grams)) / len(grams)
+    ok, out = verdict(capsys, checks.check_wsd_lr, decays_to_zero, "wsd_lr")
+    assert not ok and "min_lr_ratio" in out
 
-    assert not verdict(capsys, checks.check_distinct_n, off_by_one, "distinct_n")[0]
+    def cosine_decay(step, peak_lr, warmup_steps, total_steps, decay_steps, min_lr_ratio=0.0):
+        if step < total_steps - decay_steps:
+            return good(step, peak_lr, warmup_steps, total_steps, decay_steps, min_lr_ratio)
+        done = (step - total_steps + decay_steps + 1) / decay_steps
+        return peak_lr * (min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * done)))
+
+    assert not verdict(capsys, checks.check_wsd_lr, cosine_decay, "wsd_lr")[0]

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 from lmbook import decoding as D
-from lmbook.beam_search import beam_search
+from lmbook.beam_search import beam_search, best_of_n
 from test_model import ListCache, gpt2_pair, llama_pair
 
 generation = pytest.importorskip("transformers.generation")
@@ -183,6 +183,38 @@ def test_wider_beams_never_find_a_less_likely_sequence(llama):
     prompt = torch.tensor([[1, 2, 3]])
     scores = [beam_search(ours, prompt, 6, num_beams=b)[1] for b in (1, 2, 4, 8)]
     assert all(a <= b + 1e-12 for a, b in itertools.pairwise(scores))
+
+
+def test_best_of_n_keeps_the_likeliest_of_the_same_samples(llama):
+    """Best-of-N draws exactly what generate draws from the same generator, scores each sample by its mean
+    log-probability (recomputed here token by token) and returns the argmax; N = 1 is plain sampling."""
+    _, ours = llama
+    prompt = torch.tensor([[4, 8, 15]])
+    best, scores = best_of_n(ours, prompt, 6, 5, generator=torch.Generator().manual_seed(3), temperature=1.5)
+    samples = D.generate(ours, prompt.expand(6, -1), 5, do_sample=True, temperature=1.5,
+                         generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        logp = ours(samples).double().log_softmax(-1)
+    by_hand = [sum(logp[r, t - 1, samples[r, t]].item() for t in range(3, 8)) / 5 for r in range(6)]
+    assert scores.tolist() == pytest.approx(by_hand, rel=1e-9)
+    assert torch.equal(best[0], samples[max(range(6), key=by_hand.__getitem__)])
+    assert len(set(map(tuple, samples.tolist()))) > 1  # the samples differ, so the choice matters
+    one, _ = best_of_n(ours, prompt, 1, 5, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(one, D.generate(ours, prompt, 5, do_sample=True, generator=torch.Generator().manual_seed(3)))
+
+
+def test_best_of_n_uses_the_given_scorer(llama):
+    _, ours = llama
+    prompt = torch.tensor([[1, 2, 3]])
+    best, scores = best_of_n(ours, prompt, 8, 4, scorer=lambda ids, n: (ids[:, n:] == 7).sum(-1),
+                             generator=torch.Generator().manual_seed(0))
+    assert (best[0, 3:] == 7).sum() == scores.max()
+    with pytest.raises(TypeError, match="scorer"):
+        best_of_n(ours, prompt, 2, 3, scorer="likelihood")
+    with pytest.raises(ValueError, match="eos_id"):
+        best_of_n(ours, prompt, 2, 3, eos_id=1)
+    with pytest.raises(ValueError, match="one prompt"):
+        best_of_n(ours, [[1, 2], [3, 4]], 2, 3)
 
 
 def test_generate_stops_rows_at_eos(llama):

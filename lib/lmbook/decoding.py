@@ -1,9 +1,9 @@
-"""Decoding, chapter 9: turning a language model's next-token logits into text, one token at a time.
+"""Decoding, chapter 10: turning a language model's next-token logits into text, one token at a time.
 Each strategy is a small function over a batch of logits (B, V): greedy (argmax), temperature (z / tau),
 top-k, top-p (nucleus), min-p, a repetition penalty, and sample (one draw from softmax(z)). Filters set
 removed logits to -inf (probability 0). ``next_token`` chains them in transformers' order, ``generate``
 calls it once per new token, and ``distinct_n``, ``sequence_logprob`` and ``compare_strategies`` measure
-what comes out. Left out on purpose: beam search (``lmbook.beam_search``), typical sampling, contrastive
+what comes out. Left out on purpose: beam search and best-of-N (``lmbook.beam_search``), typical sampling, contrastive
 search, speculative decoding, and a KV cache (chapter 11 plugs one into ``generate`` through ``cache=``).
 """
 
@@ -22,7 +22,7 @@ __all__ = [
     "sample", "next_token", "generate", "distinct_n", "sequence_logprob", "compare_strategies", "STRATEGIES",
 ]
 
-# The strategies chapter 9 compares, as keyword arguments of generate (or of beam_search with num_beams).
+# The strategies chapter 10 compares, as keyword arguments of generate (or of beam_search with num_beams).
 STRATEGIES = {
     "greedy": {},
     "beam search (4 beams)": {"num_beams": 4, "length_penalty": 1.0},
@@ -37,19 +37,20 @@ STRATEGIES = {
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
-    """The most probable next token of each row: argmax_v z_v. logits (B, V) -> (B,) ids. Chapter 9."""
+    """The most probable next token of each row: argmax_v z_v. logits (B, V) -> (B,) ids. Chapter 10."""
     _check_logits(logits)
     return logits.argmax(dim=-1)
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """z / tau, logits (B, V). softmax(z / tau) is sharper for tau < 1 (tau -> 0: greedy), flatter for tau > 1. Ch. 9"""
+    """z / tau, logits (B, V). softmax(z / tau) is sharper for tau < 1 (tau -> 0: greedy), flatter for tau > 1.
+    Chapter 10."""
     _check_logits(logits, temperature=("temperature", temperature))
     return logits / temperature
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the k largest logits of each row of (B, V) (and any tied with the k-th); the rest -> -inf. Chapter 9."""
+    """Keep the k largest logits of each row of (B, V) (and any tied with the k-th); the rest -> -inf. Chapter 10."""
     _check_logits(logits, top_k=("k", k))
     kth_largest = logits.topk(min(k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
     return logits.masked_fill(logits < kth_largest, float("-inf"))
@@ -61,7 +62,7 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     Equivalently, drop the least probable tokens as long as the mass dropped stays <= 1 - p: sort the
     probabilities in increasing order and remove token r if the cumulative mass up to it is <= 1 - p.
     The most probable token is always kept; p = 1 keeps every token of non-zero probability.
-    logits (B, V) -> (B, V). Chapter 9.
+    logits (B, V) -> (B, V). Chapter 10.
     """
     _check_logits(logits, top_p=("p", p))
     probs, order = logits.softmax(dim=-1).sort(dim=-1)  # (B, V) each, increasing
@@ -72,7 +73,7 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def min_p_filter(logits: torch.Tensor, p_min: float) -> torch.Tensor:
-    """Keep the tokens v with p_v >= p_min * max_u p_u, p = softmax(z); logits (B, V) -> (B, V). Chapter 9."""
+    """Keep the tokens v with p_v >= p_min * max_u p_u, p = softmax(z); logits (B, V) -> (B, V). Chapter 10."""
     _check_logits(logits, min_p=("p_min", p_min))
     probs = logits.softmax(dim=-1)  # (B, V)
     threshold = p_min * probs.amax(dim=-1, keepdim=True)  # (B, 1)
@@ -82,7 +83,7 @@ def min_p_filter(logits: torch.Tensor, p_min: float) -> torch.Tensor:
 def apply_repetition_penalty(logits: torch.Tensor, previous_ids: torch.Tensor, penalty: float) -> torch.Tensor:
     """CTRL's penalty (Keskar et al. 2019): for every token already in ``previous_ids`` (B, T), a positive
     logit is divided by ``penalty`` and a negative one multiplied by it, so the token becomes less likely
-    for penalty > 1. Each token is penalised once, however often it occurred. logits (B, V). Chapter 9."""
+    for penalty > 1. Each token is penalised once, however often it occurred. logits (B, V). Chapter 10."""
     _check_logits(logits, previous_ids, repetition_penalty=("penalty", penalty))
     seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, previous_ids, True)  # (B, V)
     penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
@@ -90,7 +91,7 @@ def apply_repetition_penalty(logits: torch.Tensor, previous_ids: torch.Tensor, p
 
 
 def sample(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """One draw per row from softmax(z): (B, V) -> (B,). Logits of -inf get probability 0. Chapter 9."""
+    """One draw per row from softmax(z): (B, V) -> (B,). Logits of -inf get probability 0. Chapter 10."""
     _check_logits(logits, generator=generator)
     return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
 
@@ -100,7 +101,7 @@ def next_token(logits, previous_ids, *, do_sample=False, temperature=1.0, top_k=
     """The next token of each row, from its logits (B, V) and the text so far, previous_ids (B, T): (B,) ids.
 
     The repetition penalty, then the argmax (greedy), or, when do_sample, temperature, top-k, top-p, min-p
-    and one draw: transformers' order. A setting left at None (or 1.0) is skipped. Chapter 9.
+    and one draw: transformers' order. A setting left at None (or 1.0) is skipped. Chapter 10.
     """
     _check_next_token(logits, previous_ids, do_sample, temperature, top_k, top_p, min_p, repetition_penalty, generator)
     z = apply_repetition_penalty(logits, previous_ids, repetition_penalty) if repetition_penalty != 1.0 else logits
@@ -123,7 +124,7 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
     Each step: ``model(ids, cache, last_only=True)`` gives the next token's logits (B, 1, V), as
     ``lmbook.model.Transformer`` does, and ``next_token`` picks the token. A row that produced ``eos_id`` is
     padded with it; generation stops when every row has. With ``cache`` (chapter 11; ``use_cache=True``
-    makes one) only the new tokens are fed after the first step. Chapter 9.
+    makes one) only the new tokens are fed after the first step. Chapter 10.
     """
     ids = _check_generate(model, prompt_ids, max_new_tokens, do_sample, temperature, top_k, top_p, min_p,
                           repetition_penalty, eos_id, generator, cache, use_cache)  # (B, T) on the model's device
@@ -153,7 +154,7 @@ def _new_cache(model, ids, max_new_tokens):
 def distinct_n(sequences, n: int) -> float:
     """Diversity: (number of distinct n-grams) / (number of n-grams) over all ``sequences`` (lists of ids).
 
-    1.0 means no n-gram repeats; repetitive text scores near 0 (Li et al. 2016). Chapter 9.
+    1.0 means no n-gram repeats; repetitive text scores near 0 (Li et al. 2016). Chapter 10.
     """
     _check_distinct_n(sequences, n)
     grams = [tuple(seq[i:i + n]) for seq in sequences for i in range(len(seq) - n + 1)]
@@ -163,7 +164,7 @@ def distinct_n(sequences, n: int) -> float:
 @torch.no_grad()
 def sequence_logprob(model, ids, prompt_len: int) -> torch.Tensor:
     """Total log-probability (nats) the model gives the tokens after the prompt:
-    sum_{t >= prompt_len} log p(x_t | x_<t). ids (B, T) -> (B,). Divide by T - prompt_len for a mean. Ch. 9"""
+    sum_{t >= prompt_len} log p(x_t | x_<t). ids (B, T) -> (B,). Divide by T - prompt_len for a mean. Ch. 10"""
     ids = _check_sequence_logprob(model, ids, prompt_len)  # (B, T) on the model's device
     logprobs = model(ids)[:, :-1].double().log_softmax(dim=-1)  # (B, T-1, V): position t predicts t+1
     picked = logprobs.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
@@ -172,7 +173,7 @@ def sequence_logprob(model, ids, prompt_len: int) -> torch.Tensor:
 
 def compare_strategies(model, prompt_ids, strategies: dict[str, dict], max_new_tokens: int, n_samples: int = 4,
                        eos_id: int | None = None, seed: int = 0) -> list[dict]:
-    """Decode the same prompt with each named strategy and measure what comes out. Chapter 9.
+    """Decode the same prompt with each named strategy and measure what comes out. Chapter 10.
 
     ``strategies`` maps a name to keyword arguments of :func:`generate`, or, with ``num_beams``, of
     ``beam_search``. Sampling draws ``n_samples`` continuations (seeded with ``seed``); greedy and beam search

@@ -1,4 +1,4 @@
-"""Bad-input cases for lmbook.decoding (chapter 9): logits filters, sampling, generation and its measures."""
+"""Bad-input cases for lmbook.decoding (chapter 10): logits filters, sampling, generation and its measures."""
 
 import functools
 

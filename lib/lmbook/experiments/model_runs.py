@@ -1,6 +1,6 @@
 """``make model``: train the tiny model, score SmolLM2 on the validation split, and run the decoding
-comparison; each writes its results to ``lmbook/data/`` for chapter 9 to load (the tiny model is used
-again in chapters 11 and 15).
+comparison; each writes its results to ``lmbook/data/`` for chapters 9 and 10 (decoding) to load (the tiny
+model is used again in chapters 11 and 15).
 
 ``python -m lmbook.experiments.model_runs [tiny] [smollm2] [decoding]`` (all three by default).
 """

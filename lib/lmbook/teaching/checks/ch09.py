@@ -1,46 +1,22 @@
-"""Self-checks for chapter 9 (the Transformer language model and decoding)."""
+"""Self-checks for chapter 9 (the Transformer language model)."""
 
 from __future__ import annotations
 
-import torch
+import numpy as np
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_deepnorm_alpha", "check_rms_norm", "check_count_parameters", "check_top_p_filter",
-           "check_distinct_n"]
+__all__ = ["check_double_softmax_floor", "check_count_parameters", "check_residual_jacobian_norm", "check_wsd_lr"]
 
-answer_check("deepnorm_alpha",
-             hint="DeepNorm up-weights the skip path, x_{l+1} = LN(alpha x_l + G(x_l)), so alpha > 1: "
-                  "alpha = (2M)^(1/4) for M decoder layers, not 1/sqrt(2M).")
-
-
-def check_deepnorm_alpha(answer) -> None:
-    """DeepNorm's skip-path weight alpha for a 100-layer decoder-only model: (2M)^(1/4) with M = 100."""
-    check_answer("deepnorm_alpha", answer)
+answer_check("double_softmax_floor",
+             hint="the best input the double softmax can get is a one-hot vector on the target, so the loss is "
+                  "-log(e^1 / (e^1 + (|V| - 1) e^0)) = log(e + |V| - 1) - 1, in nats, with |V| = 49,152.")
 
 
-def _rms_norm_cases():
-    g = torch.Generator().manual_seed(6)
-    return [
-        Case((torch.randn(4, 8, generator=g, dtype=torch.float64), torch.ones(8, dtype=torch.float64)),
-             hint="divide each row by its root mean square sqrt(mean(x^2) + eps); do not subtract the mean."),
-        Case((torch.randn(4, 8, generator=g, dtype=torch.float64) + 3.0, torch.ones(8, dtype=torch.float64)),
-             hint="RMSNorm does not subtract the mean: that is LayerNorm. Divide by sqrt(mean(x^2) + eps)."),
-        Case((torch.randn(2, 5, 6, generator=g, dtype=torch.float64), torch.randn(6, generator=g, dtype=torch.float64)),
-             hint="normalise each token over its features (the last axis), then multiply by the gain."),
-        Case((torch.zeros(1, 4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)),
-             hint="an all-zero vector must stay zero: add eps inside the square root, not after it."),
-        Case((torch.full((1, 4), 1e-4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)), {"eps": 1e-2},
-             hint="use the eps you are given, inside the square root."),
-    ]
-
-
-function_check("rms_norm", _rms_norm_cases, rtol=1e-9, atol=1e-12)
-
-
-def check_rms_norm(fn) -> None:
-    """rms_norm(x, weight, eps=1e-6) = x / sqrt(mean(x^2 over the last axis) + eps) * weight."""
-    run_check("rms_norm", fn)
+def check_double_softmax_floor(answer) -> None:
+    """The smallest cross-entropy (nats) a model can reach when softmax outputs are fed to a loss that applies
+    log-softmax again, for |V| = 49,152 classes."""
+    check_answer("double_softmax_floor", answer)
 
 
 function_check("count_parameters", lambda: [
@@ -59,37 +35,39 @@ def check_count_parameters(fn) -> None:
     run_check("count_parameters", fn)
 
 
-def _top_p_filter_cases():
-    g = torch.Generator().manual_seed(7)
-    toy = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]], dtype=torch.float64))
-    return [
-        Case((toy, 0.7), hint="0.5 < 0.7, so the second token (0.3) is needed too: keep the token that *crosses* "
-                              "p, not only those whose cumulative mass stays below it."),
-        Case((toy, 0.1), hint="the most probable token is always kept, even if its probability exceeds p."),
-        Case((toy.flip(-1), 0.9), hint="sort by probability first: the logits need not be in order."),
-        Case((toy, 1.0), hint="p = 1 keeps every token."),
-        Case((torch.randn(3, 20, generator=g, dtype=torch.float64) * 2, 0.6), hint="filter each row separately."),
-    ]
+def _layers(seed, depth, dim, gain):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((dim, dim)) * gain / np.sqrt(dim) for _ in range(depth)]
 
 
-function_check("top_p_filter", _top_p_filter_cases, rtol=0, atol=0)
+function_check("residual_jacobian_norm", lambda: [
+    Case((_layers(1, 10, 8, 0.5), 0.0), hint="alpha = 0 makes every block the identity: the norm is exactly 1."),
+    Case((_layers(3, 6, 5, 2.0), 0.3), hint="multiply in order, J = J_L ... J_2 J_1: the first layer's "
+                                            "Jacobian is on the right. Matrix products do not commute."),
+    Case((_layers(2, 10, 8, 0.5), 1.0), hint="each block's Jacobian is I + alpha W_l, not alpha (I + W_l)."),
+    Case((_layers(4, 20, 6, 0.5), 0.1), hint="the spectral norm is the largest singular value, "
+                                             "np.linalg.norm(J, 2), not the Frobenius norm."),
+    Case((_layers(5, 3, 4, 1.0), -0.5)),
+], rtol=1e-9, atol=1e-12)
 
 
-def check_top_p_filter(fn) -> None:
-    """top_p_filter(logits (B, V), p): keep the fewest most probable tokens whose total probability is >= p;
-    set every other logit to -inf."""
-    run_check("top_p_filter", fn)
+def check_residual_jacobian_norm(fn) -> None:
+    """residual_jacobian_norm(layers, alpha): the spectral norm of (I + alpha W_L) ... (I + alpha W_1)."""
+    run_check("residual_jacobian_norm", fn)
 
 
-function_check("distinct_n", lambda: [
-    Case(([[1, 2, 3, 4]], 1)),
-    Case(([[1, 2, 1, 2, 1]], 2), hint="count every n-gram occurrence in the denominator, repeats included."),
-    Case(([[1, 2, 3], [1, 2, 4]], 2), hint="pool the n-grams of all sequences before counting distinct ones."),
-    Case(([[5, 5, 5, 5, 5, 5]], 3), hint="a sequence of length L has L - n + 1 n-grams."),
-    Case(([[1, 2], [3, 4, 5]], 2), hint="n-grams never cross from one sequence into the next."),
-])
+function_check("wsd_lr", lambda: [
+    Case((0, 1.0, 10, 100, 20), hint="the warm-up is linear from 0: step s < warmup gets peak (s + 1) / warmup."),
+    Case((9, 1.0, 10, 100, 20), hint="the last warm-up step reaches the peak."),
+    Case((50, 3e-3, 10, 100, 20), hint="between the warm-up and the decay the rate stays at the peak."),
+    Case((79, 3e-3, 10, 100, 20), hint="the decay covers only the last decay_steps steps (80 .. 99 here)."),
+    Case((80, 1.0, 10, 100, 20), hint="the first decay step is already below the peak: peak (1 - 1/decay_steps)."),
+    Case((99, 1.0, 10, 100, 20), hint="the last step reaches peak * min_lr_ratio (0 by default)."),
+    Case((95, 2.0, 0, 100, 10), {"min_lr_ratio": 0.1}, hint="decay linearly from the peak to peak * min_lr_ratio; "
+                                                            "warmup_steps = 0 means no warm-up."),
+], rtol=1e-12, atol=1e-15)
 
 
-def check_distinct_n(fn) -> None:
-    """distinct_n(sequences, n) = number of distinct n-grams / number of n-grams, over all sequences together."""
-    run_check("distinct_n", fn)
+def check_wsd_lr(fn) -> None:
+    """wsd_lr(step, peak_lr, warmup_steps, total_steps, decay_steps, min_lr_ratio=0.0): warm-up, stable, decay."""
+    run_check("wsd_lr", fn)

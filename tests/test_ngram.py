@@ -4,9 +4,10 @@ checked by enumerating the whole vocabulary."""
 import math
 import random
 
+import numpy as np
 import pytest
 import torch
-from lmbook.ngram import BOS, EOS, UNK, NeuralNGramLM, NGramLM
+from lmbook.ngram import BOS, EOS, UNK, NeuralNGramLM, NGramLM, interpolation_weights
 
 TOY = [s.split() for s in ["the cat sat on the mat", "the dog sat on the mat", "a cat saw the dog"]]
 
@@ -138,3 +139,66 @@ def test_generate_is_reproducible_and_stays_in_vocabulary():
 def test_bad_input_gets_a_clear_error(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+# ----- simple linear interpolation ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n,seed", [(1, 0), (2, 1), (3, 2)])
+def test_order_probs_match_counting(n, seed):
+    """Column m is c(h_m, w) / c(h_m) found by scanning the corpus, or column m-1 for an unseen context."""
+    train, held_out = random_corpus(seed), random_corpus(seed + 100, n_sent=6)
+    lm = NGramLM(n, smoothing="mle").fit(train)
+    probs = lm.order_probs(held_out)
+    rows = [(p[:i], p[i]) for p in padded(held_out, n) for i in range(n - 1, len(p))]
+    assert probs.shape == (len(rows), n + 1)
+    V = len(lm.vocab)
+    for (before, w), row in zip(rows, probs, strict=True):
+        expected = [1 / V]
+        for m in range(1, n + 1):
+            h = tuple(before[len(before) - m + 1:]) if m > 1 else ()
+            c_h = sum(count(train, n, h + (x,)) for x in lm.vocab)
+            expected.append(count(train, n, h + (w,)) / c_h if c_h else expected[-1])
+        assert row.tolist() == pytest.approx(expected)
+
+
+def test_interpolated_columns_are_distributions():
+    """Every column of order_probs, and so every mixture, sums to 1 over the vocabulary for any context."""
+    lm = NGramLM(3, smoothing="mle").fit(TOY)
+    for context in (["the", "cat"], ["on", "the"], ["dog", "ran"], []):
+        table = lm.order_probs([context + [w] for w in lm.vocab if w != EOS] + [context])
+        # the rows of interest are those that predict the last word of each probe sentence
+        lengths = [len(context) + 1] * (len(lm.vocab) - 1) + [len(context)]
+        ends = [sum(x + 1 for x in lengths[:i + 1]) - 1 for i in range(len(lengths))]
+        last_word_rows = [e - 1 for e in ends[:-1]] + [ends[-1]]
+        assert table[last_word_rows].sum(axis=0) == pytest.approx([1.0] * 4)
+
+
+def brute_force_weights(probs, step=0.01):
+    """The held-out-likelihood maximum over a grid of the 2-simplex: an independent check of EM."""
+    best, best_ll = None, -math.inf
+    for i in range(int(round(1 / step)) + 1):
+        for j in range(int(round(1 / step)) + 1 - i):
+            lam = [i * step, j * step, 1 - (i + j) * step]
+            mix = [sum(weight * p for weight, p in zip(lam, row, strict=True)) for row in probs]
+            if min(mix) <= 0:
+                continue
+            ll = sum(math.log(x) for x in mix)
+            if ll > best_ll:
+                best, best_ll = lam, ll
+    return best
+
+
+def test_interpolation_weights_find_the_held_out_maximum():
+    lm = NGramLM(2, smoothing="mle").fit(random_corpus(3))
+    probs = lm.order_probs(random_corpus(4, n_sent=10))
+    em = interpolation_weights(probs, iters=500)
+    assert em.sum() == pytest.approx(1.0) and (em >= 0).all()
+    assert em.tolist() == pytest.approx(brute_force_weights(probs.tolist()), abs=0.011)
+
+
+def test_interpolation_weights_raise_the_likelihood_every_step():
+    lm = NGramLM(3, smoothing="mle").fit(random_corpus(5))
+    probs = lm.order_probs(random_corpus(6, n_sent=10))
+    lls = [float(np.log(probs @ interpolation_weights(probs, iters=t)).sum()) for t in range(1, 20)]
+    assert all(b >= a - 1e-12 for a, b in zip(lls[:-1], lls[1:], strict=True))
+    assert lls[-1] > lls[0]

@@ -14,9 +14,12 @@ def add_k(count_hw, count_h, vocab_size, k):
     return (count_hw + k) / (count_h + k * vocab_size)
 
 
-def corpus_perplexity(per_string_probs):
-    logs = [math.log(p) for probs in per_string_probs for p in probs]
-    return math.exp(-sum(logs) / len(logs))
+def continuation_probs(bigrams):
+    types = {tuple(b) for b in bigrams}  # distinct bigram types (v, w)
+    left = {}
+    for _, w in types:
+        left[w] = left.get(w, 0) + 1  # distinct left neighbours of w
+    return {w: left[w] / len(types) for w in sorted(left)}
 
 
 def optimal_logit_gap(num_classes, epsilon):
@@ -26,23 +29,29 @@ def optimal_logit_gap(num_classes, epsilon):
     return math.log((1 - epsilon + low) / low)
 
 
-def bits_per_char(ppl, n_tokens, n_chars):
-    return n_tokens * math.log2(ppl) / n_chars
+def char_sequences(sentences):
+    return [list(" ".join(s)) for s in sentences]
 
 
 def _hidden_add_k():
     return [Case((0, 3, 7, 0.25)), Case((12, 40, 250, 0.5)), Case((1, 1, 2, 3.0)), Case((0, 0, 1, 1.0))]
 
 
-def _hidden_corpus_perplexity():
+def _hidden_continuation_probs():
     rng = random.Random(20261124)
-    return [Case(([[rng.uniform(0.01, 1) for _ in range(rng.randint(1, 6))] for _ in range(n)],)) for n in (1, 3, 5)]
+    words = ["the", "a", "of", "x", "list", "tuple"]
+    return [Case(([[rng.choice(words), rng.choice(words)] for _ in range(n)],)) for n in (1, 8, 40)]
+
+
+def _hidden_char_sequences():
+    return [Case(([["def", "f", "(", ")", ":"], ["return", "0"]],)), Case(([["é", "ß"]],)), Case(([["_"]],))]
 
 
 KEYS = {
     "ppl_by_hand": Key(answer=(0.2 * 0.5 * 0.1 * 0.4) ** (-1 / 4)),
     "add_k": Key(add_k, _hidden_add_k),
-    "corpus_perplexity": Key(corpus_perplexity, _hidden_corpus_perplexity),
+    "continuation_probs": Key(continuation_probs, _hidden_continuation_probs),
+    "ppl_per_word": Key(answer=math.exp(1400 * math.log(25) / 1000)),
     "optimal_logit_gap": Key(optimal_logit_gap, lambda: [Case((3, 0.5)), Case((100, 0.01)), Case((7, 1.0))]),
-    "bits_per_char": Key(bits_per_char, lambda: [Case((2.0, 3, 12)), Case((55.5, 1000, 3210)), Case((1.5, 1, 1))]),
+    "char_sequences": Key(char_sequences, _hidden_char_sequences),
 }

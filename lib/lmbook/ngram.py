@@ -10,6 +10,11 @@ Smoothing, selected by name:
   uses counts, lower orders use continuation counts N1+(. h w), and the unigram level is interpolated with the
   uniform distribution so that every word in the vocabulary has non-zero probability.
 
+Simple linear interpolation (Jelinek & Mercer 1980) mixes the MLEs of every order with fixed weights,
+P(w | h) = sum_m lambda_m P_ML(w | last m-1 words of h), the weights fitted on held-out text by EM:
+:meth:`NGramLM.order_probs` gives the per-order probabilities of each token, :func:`interpolation_weights`
+the weights.
+
 :class:`NeuralNGramLM` keeps the same Markov assumption but replaces counting by a small network
 (Bengio et al. 2003): embed the n-1 context words, concatenate, one tanh layer, logits over V.
 Similar words get similar embeddings, so it shares statistics between contexts that counting keeps apart.
@@ -26,12 +31,13 @@ import math
 import random
 from collections import Counter, defaultdict
 
+import numpy as np
 import torch
 from torch import nn
 
 from . import validate
 
-__all__ = ["NGramLM", "NeuralNGramLM", "BOS", "EOS", "UNK", "SMOOTHINGS"]
+__all__ = ["NGramLM", "NeuralNGramLM", "interpolation_weights", "BOS", "EOS", "UNK", "SMOOTHINGS"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 SMOOTHINGS = ("mle", "add-k", "kneser-ney")
@@ -123,6 +129,25 @@ class NGramLM:
         total, count = self.log_likelihood(sentences)
         return math.exp(-total / count) if total > -math.inf else math.inf
 
+    def order_probs(self, sentences) -> np.ndarray:
+        """(N, n+1) array: column 0 is 1/|V|, column m the MLE P_ML(w | last m-1 words), for all N tokens.
+
+        A context never seen at order m leaves that order undefined, so column m then repeats column m-1:
+        every column is a proper distribution, and so is any mixture of them.
+        """
+        _check_scoring(self, sentences)
+        rows = []
+        for sent in sentences:
+            padded = [BOS] * (self.n - 1) + [self._map(w) for w in sent] + [EOS]
+            for i in range(self.n - 1, len(padded)):
+                row = [1.0 / len(self.vocab)]  # order 0: uniform
+                for m in range(1, self.n + 1):
+                    followers = self.counts[m].get(tuple(padded[i - m + 1:i]), {})
+                    total = sum(followers.values())
+                    row.append(followers.get(padded[i], 0) / total if total else row[-1])
+                rows.append(row)
+        return np.array(rows)  # (N, n+1)
+
     def generate(self, max_words: int = 30, context=(), seed: int | None = None) -> list[str]:
         """Sample words one at a time from P(. | last n-1 words) until </s> or ``max_words``."""
         _check_generate(self, max_words, context, seed)
@@ -175,6 +200,22 @@ class NeuralNGramLM(nn.Module):
                 contexts.append(ids[i - n + 1:i])
                 targets.append(ids[i])
         return torch.tensor(contexts), torch.tensor(targets)
+
+
+def interpolation_weights(order_probs, iters: int = 100) -> np.ndarray:
+    """EM for the mixture weights lambda that maximise sum_t log sum_m lambda_m p_tm on held-out tokens.
+
+    ``order_probs`` is (N, M), e.g. from :meth:`NGramLM.order_probs`. E-step: the share of each order in each
+    token's probability; M-step: lambda_m = the mean share of order m. Each step raises the held-out likelihood,
+    which is concave in lambda, so EM climbs to its maximum (chapter 1).
+    """
+    p = _check_order_probs(order_probs, iters)
+    lambdas = np.full(p.shape[1], 1.0 / p.shape[1])  # (M,) start uniform
+    for _ in range(iters):
+        share = p * lambdas  # (N, M): lambda_m p_tm
+        share /= share.sum(axis=1, keepdims=True)  # E-step: posterior of each order, per token
+        lambdas = share.mean(axis=0)  # M-step
+    return lambdas
 
 
 # ----- argument checks ---------------------------------------------------------------------------------
@@ -240,3 +281,18 @@ def _check_windows(lm, sentences, n) -> None:
         raise ValueError("lm is not trained yet: call lm.fit(sentences) first")
     _check_sentences(sentences)
     validate.integer("n", n, low=2)
+
+
+def _check_order_probs(order_probs, iters) -> np.ndarray:
+    validate.integer("iters", iters)
+    if not isinstance(order_probs, np.ndarray) or order_probs.dtype.kind not in "fiu":
+        raise TypeError(f"order_probs must be an (N, M) numpy array of probabilities, "
+                        f"got {validate.describe(order_probs)}")
+    p = order_probs.astype(np.float64)
+    if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] == 0:
+        raise ValueError(f"order_probs must be a non-empty (N, M) array, got shape {p.shape}")
+    if not np.all(np.isfinite(p)) or p.min() < 0 or p.max() > 1:
+        raise ValueError("order_probs must hold probabilities in [0, 1]")
+    if np.any(p.sum(axis=1) == 0):
+        raise ValueError("order_probs has a token that every order gives probability 0: add a uniform column")
+    return p

@@ -1,7 +1,8 @@
 """Bad-input cases for lmbook.ngram (chapter 1): counted and neural n-gram language models."""
 
+import numpy as np
 import torch
-from lmbook.ngram import NeuralNGramLM, NGramLM
+from lmbook.ngram import NeuralNGramLM, NGramLM, interpolation_weights
 
 from ._case import Case
 
@@ -41,6 +42,10 @@ CASES = [
     Case("NGramLM.generate", lambda: (_lm().generate, {"max_words": 5, "context": ["the"], "seed": 1}),
          ok={"context": CONTEXT_OK,
              "seed": {"zero", "negative"}}),  # any int seeds random.Random
+    Case("NGramLM.order_probs", lambda: (_lm("mle").order_probs, {"sentences": _sentences()}),
+         kinds={"sentences": CORPUS_KINDS}),
+    Case("interpolation_weights", lambda: (interpolation_weights,
+                                           {"order_probs": np.array([[0.5, 0.25], [0.5, 1.0]]), "iters": 10})),
     Case("NeuralNGramLM", lambda: (NeuralNGramLM, {"vocab_size": 7, "n": 3, "dim": 4, "hidden": 8})),
     Case("NeuralNGramLM.forward", lambda: (_model(), {"context_ids": torch.tensor([[7, 0], [1, 2]])})),
     Case("NeuralNGramLM.windows", lambda: (NeuralNGramLM.windows, {"lm": _lm(), "sentences": _sentences(), "n": 3})),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_ppl_by_hand", "check_add_k", "check_corpus_perplexity", "check_optimal_logit_gap",
-           "check_bits_per_char"]
+__all__ = ["check_ppl_by_hand", "check_add_k", "check_continuation_probs", "check_ppl_per_word",
+           "check_optimal_logit_gap", "check_char_sequences"]
 
 answer_check("ppl_by_hand", hint="multiply the four probabilities, then take the power -1/N with N = 4 tokens.")
 
@@ -29,22 +29,31 @@ def check_add_k(fn) -> None:
     run_check("add_k", fn)
 
 
-function_check("corpus_perplexity", lambda: [
-    Case(([[0.5, 0.5, 0.5, 0.5]],)),
-    Case(([[0.5, 0.5, 0.5, 0.5], [0.01, 0.9]],),
-         hint="weight every token equally: pool all tokens, do not average per-string perplexities."),
-    Case(([[0.25], [0.5, 0.5, 0.5]],), hint="strings have different lengths; a one-token string is one token."),
-    Case(([[1.0, 1.0], [0.1]],)),
+function_check("continuation_probs", lambda: [
+    Case(([["new", "york"], ["in", "york"], ["san", "francisco"], ["san", "francisco"]],),
+         hint="count distinct left neighbours: a repeated bigram such as 'san francisco' counts once."),
+    Case(([["a", "b"], ["b", "a"], ["a", "a"]],)),
+    Case(([["x", "y"], ["x", "y"], ["x", "y"], ["z", "y"], ["x", "w"]],),
+         hint="divide by the number of distinct bigram types, not by the number of bigram tokens."),
 ])
 
 
-def check_corpus_perplexity(fn) -> None:
-    """corpus_perplexity(per_string_probs) = exp(total NLL / total tokens), token-weighted."""
-    run_check("corpus_perplexity", fn)
+def check_continuation_probs(fn) -> None:
+    """continuation_probs(bigrams) = {w: |{v : c(v, w) > 0}| / |{(v, w') : c(v, w') > 0}|}."""
+    run_check("continuation_probs", fn)
+
+
+answer_check("ppl_per_word", hint="the total NLL is N_tokens * ln(PPL) for either model; divide the subword "
+                                  "model's total by the number of words, then exponentiate.")
+
+
+def check_ppl_per_word(answer) -> None:
+    """The subword model's perplexity per word: 25 per token over 1,400 tokens of a 1,000-word text."""
+    check_answer("ppl_per_word", answer)
 
 
 function_check("optimal_logit_gap", lambda: [
-    Case((5, 0.1)),
+    Case((8, 0.1)),
     Case((2, 0.2), hint="with K = 2 the target is (1 - eps + eps/2, eps/2)."),
     Case((49152, 0.1), hint="the smoothed target puts eps/K on *every* class, the true one included."),
     Case((10, 0.0), hint="without smoothing the optimum is a one-hot distribution: the gap is infinite."),
@@ -56,14 +65,13 @@ def check_optimal_logit_gap(fn) -> None:
     run_check("optimal_logit_gap", fn)
 
 
-function_check("bits_per_char", lambda: [
-    Case((8.0, 100, 100)),
-    Case((8.0, 100, 400), hint="a token of 4 characters spreads its bits over 4 characters."),
-    Case((20.6, 19182, 67485)),
-    Case((1.0, 10, 50)),
-], hint="bits per token = log base 2 of the perplexity (the natural log gives nats).")
+function_check("char_sequences", lambda: [
+    Case(([["print", "(", "x", ")"]],), hint="one space between neighbouring words, none at either end."),
+    Case(([["a", "b"], ["cd"]],), hint="each sentence becomes its own list of characters."),
+    Case(([["x"], ["y", "=", "1"]],)),
+])
 
 
-def check_bits_per_char(fn) -> None:
-    """bits_per_char(ppl, n_tokens, n_chars) = n_tokens * log2(ppl) / n_chars."""
-    run_check("bits_per_char", fn)
+def check_char_sequences(fn) -> None:
+    """char_sequences(sentences) = [list(" ".join(s)) for s in sentences]."""
+    run_check("char_sequences", fn)

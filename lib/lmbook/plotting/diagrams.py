@@ -31,7 +31,7 @@ ALT_TEXT = {
         "times V is the output, T by d_v."),
     "head_split_merge": (
         "A (B, T, d) tensor drawn as a grid whose d columns are coloured in three slices, one per head. It is "
-        "viewed as (B, T, H, d_head), transposed to (B, H, T, d_head), three separate small grids, each "
+        "viewed as (B, T, H, d_k), transposed to (B, H, T, d_k), three separate small grids, each "
         "attends on its own, and the outputs are transposed and reshaped back to (B, T, d) and multiplied "
         "by W_O."),
     "kv_cache_append": (

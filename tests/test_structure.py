@@ -122,7 +122,9 @@ def test_chapter_shape_and_exercise_convention(nb):
 # labelled with its kinds in a `:class:` line after its `:label:`, with two that transfer, one proof or
 # derivation and one mini-project; and no more than about 70 cells, a chapter a student can finish.
 EXERCISE_KINDS = {"drill", "transfer", "proof", "project"}
-RULED = {"01_language_models_and_perplexity", "02_tfidf_bm25_pmi", "05_tokenization", "06_embeddings"}
+RULED = {"01_language_models_and_perplexity", "02_tfidf_bm25_pmi", "03_pagerank_textrank", "04_pos_tagging",
+         "05_tokenization", "06_embeddings", "07_attention", "08_efficient_attention", "09_transformer_lm",
+         "10_decoding"}
 MAX_CELLS = 70
 
 

@@ -92,6 +92,16 @@ def expand_query_keeps_zero_scores(query, association, vocab, m):
     return out
 
 
+def expand_query_dedupes_the_query(query, association, vocab, m):
+    out = list(query)
+    for word in dict.fromkeys(query):  # expands each distinct token once
+        if word in vocab:
+            row = np.asarray(association, dtype=float)[vocab.index(word)]
+            best = sorted(range(len(vocab)), key=lambda j: (-row[j], j))
+            out += [vocab[j] for j in best if row[j] > 0 and vocab[j] not in out][:m]
+    return out
+
+
 @pytest.mark.parametrize(
     "check, good, bad, message",
     [
@@ -102,6 +112,7 @@ def expand_query_keeps_zero_scores(query, association, vocab, m):
         ("expand_query", expand_query, expand_query_ties_by_last, "first in vocab"),
         ("expand_query", expand_query, expand_query_top_m_then_dedupe, "already in the output"),
         ("expand_query", expand_query, expand_query_keeps_zero_scores, "score > 0"),
+        ("expand_query", expand_query, expand_query_dedupes_the_query, "expanded again"),
     ],
 )
 def test_check_accepts_the_answer_and_rejects_a_plausible_mistake(check, good, bad, message, capsys):

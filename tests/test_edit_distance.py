@@ -82,6 +82,22 @@ def test_alignment_turns_a_into_b_at_the_distance_cost(weights):
                 assert (s.a_item == s.b_item) == (s.op == "match")
 
 
+def test_alignment_with_float_costs_that_do_not_add_up_exactly():
+    # 6 * 0.1 != 0.5 + 0.1 in floating point: an exact-equality backtrace found no step here and crashed
+    assert [s.op for s in edit_alignment("abcabc", "", insert=0.2, delete=0.1, substitute=1.1)] == ["delete"] * 6
+    steps = edit_alignment("cbccbb", "a", insert=0.3, delete=0.3, substitute=0.7)
+    assert sum({"match": 0, "substitute": 0.7, "delete": 0.3, "insert": 0.3}[s.op] for s in steps) == \
+        pytest.approx(levenshtein("cbccbb", "a", insert=0.3, delete=0.3, substitute=0.7))
+    for ins, dele, sub in [(0.1, 0.2, 0.3), (0.3, 0.1, 0.2), (0.2, 0.3, 0.1)]:
+        cost = {"match": 0, "substitute": sub, "delete": dele, "insert": ins}
+        for a, b in random_pairs(5, n=300):
+            steps = edit_alignment(a, b, insert=ins, delete=dele, substitute=sub)
+            assert "".join(s.b_item for s in steps if s.op != "delete") == b
+            assert "".join(s.a_item for s in steps if s.op != "insert") == a
+            assert sum(cost[s.op] for s in steps) == pytest.approx(
+                levenshtein(a, b, insert=ins, delete=dele, substitute=sub), abs=1e-9)
+
+
 def test_the_carr_example_and_its_three_way_tie():
     expected = {"cat": 2, "car": 1, "cart": 1, "care": 1, "cards": 2, "cast": 2}  # E11, not the seed's 3/1/2
     assert {w: levenshtein("carr", w) for w in expected} == expected

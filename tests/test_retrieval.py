@@ -1,6 +1,7 @@
 """lmbook.retrieval, lmbook.bm25 and lmbook.ranking against scikit-learn (TF-IDF), rank_bm25 and bm25s
 (BM25, float64), torchmetrics (precision@k, recall@k, MRR) and brute force (RRF, the readable BM25 path)."""
 
+import itertools
 import random
 import unicodedata
 import warnings
@@ -68,7 +69,7 @@ def test_tf_idf_matches_sklearn(tf, idf, sk, seed):
 
 
 @pytest.mark.parametrize("tf", ["raw", "relative", "log", "sublinear", "boolean", "augmented"])
-@pytest.mark.parametrize("idf", ["plain", "smooth", "plain+1", "smooth+1", "probabilistic"])
+@pytest.mark.parametrize("idf", ["plain", "smooth", "plain+1", "smooth+1", "lucene"])
 def test_every_tf_and_idf_variant_from_sklearn_counts(tf, idf):
     """The variants sklearn lacks are built from its counts and its idf_ (textbook idf = idf_ - 1)."""
     docs = random_corpus(3, empty_doc=True)
@@ -77,7 +78,7 @@ def test_every_tf_and_idf_variant_from_sklearn_counts(tf, idf):
     idf_smooth1 = sklearn_tfidf(docs, smooth_idf=True)[0].idf_
     idf_plain1 = sklearn_tfidf(docs, smooth_idf=False)[0].idf_
     idf_vec = {"plain": idf_plain1 - 1, "smooth": idf_smooth1 - 1, "plain+1": idf_plain1,
-               "smooth+1": idf_smooth1, "probabilistic": np.log(1 + (N - df + 0.5) / (df + 0.5))}[idf]
+               "smooth+1": idf_smooth1, "lucene": np.log(1 + (N - df + 0.5) / (df + 0.5))}[idf]
     with np.errstate(divide="ignore", invalid="ignore"):
         lengths, peak = F.sum(1, keepdims=True), F.max(1, keepdims=True)
         tf_mat = {"raw": F, "relative": F / lengths, "log": np.log1p(F), "sublinear": 1 + np.log(F),
@@ -90,7 +91,7 @@ def test_idf_by_hand_and_the_e16_e18_numbers():
     assert inverse_document_frequency([1000], 10_000_000, "plain")[0] == pytest.approx(np.log(1e4))  # 9.2103
     assert inverse_document_frequency([1], 10, "plain")[0] == pytest.approx(np.log(10))
     n = np.array([1, 5, 8, 9, 10])
-    assert (inverse_document_frequency(n, 10, "probabilistic") > 0).all()
+    assert (inverse_document_frequency(n, 10, "lucene") > 0).all()
     rsj = np.log((10 - n + 0.5) / (n + 0.5))
     assert (rsj[-2:] < 0).all() and rsj[-2] == pytest.approx(-1.8458, abs=1e-4)
 
@@ -288,8 +289,27 @@ def test_rrf_matches_brute_force(k):
         for d, s in fused:
             assert s == pytest.approx(brute[d], rel=1e-12)
         assert all(a[1] >= b[1] for a, b in zip(fused, fused[1:], strict=False))
-    # ties keep first-seen order: "x" and "y" are both first in one ranking and absent from the other
+    # "x" and "y" tie (both first in one ranking, absent from the other): the smaller id wins, either order
     assert reciprocal_rank_fusion([["x"], ["y"]]) == [("x", 1 / 61), ("y", 1 / 61)]
+    assert reciprocal_rank_fusion([["y"], ["x"]]) == [("x", 1 / 61), ("y", 1 / 61)]
+
+
+def test_rrf_ties_do_not_depend_on_the_order_of_the_rankings():
+    # ranks (1, 2) and (2, 1) give equal sums; a better best rank beats a tie that reaches only rank 2
+    assert [d for d, _ in reciprocal_rank_fusion([["b", "a"], ["a", "b"]])] == ["a", "b"]
+    # k = 0: x (rank 1), z (rank 1) and y (rank 2 twice) all score 1; best single rank, then id, orders them
+    assert [d for d, _ in reciprocal_rank_fusion([["x", "y"], ["z", "y"]], k=0)] == ["x", "z", "y"]
+    assert [d for d, _ in reciprocal_rank_fusion([["z", "y"], ["x", "y"]], k=0)] == ["x", "z", "y"]
+    rng = random.Random(7)
+    for _ in range(200):
+        pool = list(range(8))
+        rankings = [rng.sample(pool, rng.randint(1, 8)) for _ in range(rng.randint(2, 4))]
+        k = rng.choice([0, 1, 60])
+        outs = {tuple(reciprocal_rank_fusion(list(p), k=k)) for p in itertools.permutations(rankings)}
+        assert len(outs) == 1  # exactly the same ids, order and float scores for every order of the inputs
+    # ids that do not compare (int and str) still give one answer
+    mixed = reciprocal_rank_fusion([[1, "a"], ["a", 1]])
+    assert mixed == reciprocal_rank_fusion([["a", 1], [1, "a"]]) and {d for d, _ in mixed} == {1, "a"}
 
 
 def test_precision_recall_mrr_match_torchmetrics():

@@ -16,6 +16,7 @@ costs, and the noisy-channel model that would rank candidates by P(typo | word) 
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -71,15 +72,16 @@ def edit_alignment(a, b, *, insert=1, delete=1, substitute=1) -> list[Edit]:
     non-match steps equals :func:`levenshtein`. Other cheapest alignments may exist; this one is fixed.
     """
     D = edit_table(a, b, insert=insert, delete=delete, substitute=substitute)
-    i, j, steps = len(a), len(b), []
+    fits = lambda here, there, cost: math.isclose(here, there + cost, rel_tol=1e-9, abs_tol=1e-12)  # noqa: E731
+    i, j, steps = len(a), len(b), []  # float costs: 6 * 0.1 != 0.5 + 0.1, so compare with a tolerance
     while i > 0 or j > 0:
         if i > 0 and j > 0:
             same = a[i - 1] == b[j - 1]
-            if D[i, j] == D[i - 1, j - 1] + (0 if same else substitute):
+            if fits(D[i, j], D[i - 1, j - 1], 0 if same else substitute):
                 steps.append(Edit("match" if same else "substitute", i - 1, j - 1, a[i - 1], b[j - 1]))
                 i, j = i - 1, j - 1
                 continue
-        if i > 0 and D[i, j] == D[i - 1, j] + delete:
+        if i > 0 and (j == 0 or fits(D[i, j], D[i - 1, j], delete)):
             steps.append(Edit("delete", i - 1, j, a[i - 1], None))
             i -= 1
         else:

@@ -1,7 +1,8 @@
 """Chapter 2: what to do with rankings once a retriever has made them: fuse them, and measure them.
 
-- :func:`reciprocal_rank_fusion`: RRF(d) = sum over rankings of 1 / (k + rank(d)), the usual way to combine
-  a sparse retriever (BM25, :mod:`lmbook.bm25`) with a dense one (embeddings, chapter 6);
+- :func:`reciprocal_rank_fusion`: RRF(d) = sum over rankings of 1 / (k + rank(d)), one common way to combine
+  a sparse retriever (BM25, :mod:`lmbook.bm25`) with a dense one (embeddings, chapter 6), with a tie rule
+  that does not depend on the order of the rankings;
 - :func:`precision_at_k`, :func:`recall_at_k` and :func:`reciprocal_rank` (its mean over queries is MRR);
 - :func:`manual_queries`: a labelled query set over the Python manual, to measure retrievers on, with a fixed
   split into dev queries (to choose parameters on) and test queries (to report on).
@@ -13,6 +14,7 @@ learned fusion weights.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from pathlib import Path
 
@@ -28,14 +30,20 @@ def reciprocal_rank_fusion(rankings, k: float = 60) -> list[tuple[object, float]
     """RRF(d) = sum over rankings r of 1 / (k + r(d)), with ranks from 1; a ranking without d adds 0.
 
     ``rankings`` is a list of rankings, each a list of document ids, best first. Returns (id, RRF score)
-    pairs, best first; equal scores keep the order in which the ids were first seen (chapter 2).
+    pairs, best first. The result does not depend on the order of ``rankings``: each score is an exactly
+    rounded sum (``math.fsum``), and equal scores (common with two rankings: ranks (1, 2) and (2, 1) tie
+    exactly) go to the better best single rank, then to the smaller id (by ``repr`` if ids do not compare).
     """
     _check_rrf(rankings, k)
-    scores: dict = {}
+    ranks: dict = {}  # doc -> its rank in each ranking that holds it
     for ranking in rankings:
         for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda item: -item[1])  # sorted() is stable: ties keep first-seen order
+            ranks.setdefault(doc, []).append(rank)
+    fused = [(doc, math.fsum(1.0 / (k + r) for r in rs)) for doc, rs in ranks.items()]
+    try:  # ties: better best single rank, then smaller id; neither depends on the order of the rankings
+        return sorted(fused, key=lambda item: (-item[1], min(ranks[item[0]]), item[0]))
+    except TypeError:  # ids of kinds that do not compare (say int and str)
+        return sorted(fused, key=lambda item: (-item[1], min(ranks[item[0]]), repr(item[0])))
 
 
 def precision_at_k(ranked, relevant: set, k: int) -> float:

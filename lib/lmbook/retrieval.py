@@ -34,7 +34,7 @@ __all__ = ["tokenize", "TF_VARIANTS", "IDF_VARIANTS", "term_frequency", "inverse
            "tf_idf", "TfIdf"]
 
 TF_VARIANTS = ("raw", "relative", "log", "sublinear", "boolean", "augmented")
-IDF_VARIANTS = ("plain", "smooth", "plain+1", "smooth+1", "probabilistic")
+IDF_VARIANTS = ("plain", "smooth", "plain+1", "smooth+1", "lucene")
 
 
 def tokenize(text: str) -> list[str]:
@@ -75,8 +75,9 @@ def inverse_document_frequency(df, n_docs: int, variant: str = "smooth") -> np.n
     plain      ln(N / df)                    smooth    ln((1 + N) / (1 + df))
     plain+1    ln(N / df) + 1                (scikit-learn with smooth_idf=False)
     smooth+1   ln((1 + N) / (1 + df)) + 1    (scikit-learn's default)
-    probabilistic  ln(1 + (N - df + 0.5) / (df + 0.5)): the +1 inside the log keeps it positive, unlike
-               ln((N - df + 0.5) / (df + 0.5)), which is negative once df > N / 2.  Chapter 2.
+    lucene     ln(1 + (N - df + 0.5) / (df + 0.5)), Lucene's BM25 IDF: the +1 inside the log keeps it
+               positive, unlike the probabilistic (RSJ) IDF ln((N - df + 0.5) / (df + 0.5)), which is
+               negative once df > N / 2.  Chapter 2.
     """
     _check_idf(df, n_docs, variant)
     df = np.asarray(df, dtype=np.float64)  # (V,)

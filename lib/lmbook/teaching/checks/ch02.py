@@ -69,6 +69,8 @@ function_check("expand_query", lambda: [
          hint="skip partners already in the output (the query or words added for earlier tokens) and take the "
               "next best, so each token adds up to m new words."),
     Case((["self", "def"], _SCORES, _WORDS, 0), hint="m = 0 returns the query unchanged."),
+    Case((["kw", "kw"], _SCORES, _WORDS, 1),
+         hint="a repeated query token is expanded again: each occurrence adds up to m new words."),
 ], hint="output = query + for each query token in vocab, its m best partners with score > 0 not yet in the output")
 
 

@@ -11,7 +11,7 @@ import random
 
 import pytest
 from lmbook import data
-from lmbook.gguf_tokenizer import smollm2_gguf_path
+from lmbook.gguf_tokenizer import read_gguf_tokenizer, smollm2_gguf_path
 from lmbook.pretokenization import bytes_to_unicode, pretokenize
 from lmbook.tokenization import BPETokenizer, learn_merges, learn_merges_naive, merge_pair
 from lmbook.unigram import (
@@ -274,6 +274,39 @@ def test_bad_input_is_named():
         BPETokenizer.from_gguf("no/such/file.gguf")
 
 
+def _write_tiny_gguf(path, pre):
+    """A GGUF file holding a byte-level BPE tokenizer of 257 tokens (one merge, 'a' + 'b') and pre-tokenizer pre."""
+    import gguf
+
+    writer, spelling = gguf.GGUFWriter(str(path), "gpt2"), bytes_to_unicode()
+    writer.add_tokenizer_model("gpt2")
+    if pre is not None:
+        writer.add_tokenizer_pre(pre)
+    writer.add_token_list([spelling[b] for b in range(256)] + [spelling[97] + spelling[98]])
+    writer.add_token_merges([f"{spelling[97]} {spelling[98]}"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+@pytest.mark.parametrize("pre", ["default", None, "llama3"])
+def test_gguf_loader_refuses_a_pretokenizer_it_does_not_implement(tmp_path, pre):
+    """llama.cpp's "default" (also its choice when the name is missing) is not GPT-2's regex: never guess."""
+    path = tmp_path / "tiny.gguf"
+    _write_tiny_gguf(path, pre)
+    with pytest.raises(ValueError, match="names no pre-tokenizer" if pre is None else f"pre-tokenizer '{pre}'"):
+        read_gguf_tokenizer(path)
+
+
+def test_gguf_loader_reads_a_known_pretokenizer(tmp_path, smollm2):
+    path = tmp_path / "tiny.gguf"
+    _write_tiny_gguf(path, "gpt2")
+    tok = read_gguf_tokenizer(path)
+    assert tok["pre"] == "gpt2" and tok["merges"] == {(97, 98): 256} and tok["vocab"][256] == b"ab"
+    assert smollm2.pre == "smollm"  # SmolLM2's own file still loads, with its own pre-tokenizer
+
+
 # -- WordPiece and Unigram --------------------------------------------------------------------------------
 
 def test_wordpiece_score_is_the_pmi_of_the_pair():
@@ -308,8 +341,17 @@ def test_pmi_score_and_likelihood_gain_rank_pairs_differently():
     rare, frequent = (10, 10, 60), (40, 120, 80)  # (c(xy), c(x), c(y))
     assert wordpiece_score(*rare, total) > wordpiece_score(*frequent, total)
     assert wordpiece_likelihood_gain(*rare, total) < wordpiece_likelihood_gain(*frequent, total)
-    for pair in (rare, frequent):  # c(xy) * PMI is the first-order term of the gain, not the gain
+    for pair in (rare, frequent):  # the gain is neither the score nor c(xy) * PMI
         assert pair[0] * wordpiece_score(*pair, total) != pytest.approx(wordpiece_likelihood_gain(*pair, total))
+
+
+@pytest.mark.parametrize("k", [1, 5, 20])
+def test_likelihood_gain_is_about_count_times_pmi_minus_one(k):
+    """For c(xy) = k much smaller than c(x), c(y), N: gain = k (PMI - 1) + O(k^2 / c), not k * PMI."""
+    c_x, c_y, total = 10_000, 20_000, 1_000_000
+    gain, pmi = wordpiece_likelihood_gain(k, c_x, c_y, total), wordpiece_score(k, c_x, c_y, total)
+    assert gain == pytest.approx(k * (pmi - 1), abs=k * k / c_x)
+    assert abs(gain - k * pmi) > 0.9 * k
 
 
 def test_hf_wordpiece_trainer_merges_by_count_not_by_the_pmi_score():
@@ -417,3 +459,21 @@ def test_unigram_em_likelihood_never_decreases_and_pruning_keeps_characters():
     assert len(pruned) == 15 and chars <= set(pruned)
     assert math.fsum(math.exp(v) for v in pruned.values()) == pytest.approx(1.0, abs=1e-12)
     assert all(unigram_viterbi(w, pruned)[0] for w in TOY)
+
+
+def test_lattice_figure_shows_the_posterior_of_its_span():
+    """The lattice figure's title holds alpha(i) p(x) beta(j) / Z, which for a piece spelled once in the word
+    equals the expected count of unigram_expected_counts; a span that is not a piece is refused."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from lmbook.plotting.ch05 import draw_lattice
+
+    logp = {p: math.log(q) for p, q in {"a": 0.3, "b": 0.3, "ab": 0.2, "ba": 0.1, "aba": 0.1}.items()}
+    fig = draw_lattice("aba", logp, span=(0, 2))
+    expected, _ = unigram_expected_counts("aba", logp)
+    assert f"= {expected['ab']:.3f}" in fig.axes[0].get_title()
+    plt.close(fig)
+    with pytest.raises(ValueError, match="span must be"):
+        draw_lattice("aba", {p: v for p, v in logp.items() if p != "ba"}, span=(1, 3))  # "ba" is no piece

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .pretokenization import PRETOKENIZERS, bytes_to_unicode
+from .pretokenization import bytes_to_unicode
 
 __all__ = ["smollm2_gguf_path", "read_gguf_tokenizer"]
 
-GGUF_PRE = {"gpt2": "gpt2", "default": "gpt2", "smollm": "smollm"}  # GGUF's pre-tokenizer name -> lmbook's
+# GGUF's pre-tokenizer name -> lmbook's. Not "default": llama.cpp's default (also used when the name is missing) is
+# a sequence of four regexes (punctuation runs, GPT-2's pattern, digit runs, groups of three digits), not GPT-2's.
+GGUF_PRE = {"gpt2": "gpt2", "smollm": "smollm"}
 
 
 def smollm2_gguf_path() -> Path:
@@ -40,7 +42,7 @@ def read_gguf_tokenizer(path: str | Path) -> dict:
     fields = gguf.GGUFReader(_check_gguf_path(path)).fields
     prefix = "tokenizer.ggml."
     meta = {key.removeprefix(prefix): f.contents() for key, f in fields.items() if key.startswith(prefix)}
-    _check_gguf_tokenizer(path, meta.get("model"), meta.get("pre", "gpt2"))
+    _check_gguf_tokenizer(path, meta.get("model"), meta.get("pre"))
     tokens, to_byte = meta["tokens"], {c: b for b, c in bytes_to_unicode().items()}
     vocab, specials = {}, {}
     for i, (token, kind) in enumerate(zip(tokens, meta.get("token_type", [1] * len(tokens)), strict=True)):
@@ -53,7 +55,7 @@ def read_gguf_tokenizer(path: str | Path) -> dict:
     for line in meta["merges"]:
         left, right = line.split(" ")
         merges[(ids[left], ids[right])] = ids[left + right]
-    return {"vocab": vocab, "merges": merges, "pre": GGUF_PRE[meta.get("pre", "gpt2")],
+    return {"vocab": vocab, "merges": merges, "pre": GGUF_PRE[meta["pre"]],
             "special_tokens": specials}
 
 
@@ -82,5 +84,8 @@ def _check_gguf_path(path) -> Path:
 def _check_gguf_tokenizer(path, model, pre) -> None:
     if model != "gpt2":
         raise ValueError(f"path {str(path)!r} holds a {model!r} tokenizer, not byte-level BPE ('gpt2')")
+    if pre is None:
+        raise ValueError(f"path {str(path)!r} names no pre-tokenizer (tokenizer.ggml.pre); lmbook will not guess "
+                         f"one (llama.cpp would use its 'default' sequence, which lmbook does not implement)")
     if pre not in GGUF_PRE:
-        raise ValueError(f"path {str(path)!r} uses pre-tokenizer {pre!r}; lmbook knows {PRETOKENIZERS}")
+        raise ValueError(f"path {str(path)!r} uses pre-tokenizer {pre!r}; lmbook knows {sorted(GGUF_PRE)}")

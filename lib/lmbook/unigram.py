@@ -3,7 +3,7 @@
 - **WordPiece** merges pairs like BPE, but ranks a pair by how much more often it occurs than chance:
   c(xy) / (c(x) c(y)), i.e. the PMI log P(xy) / (P(x) P(y)) (:func:`wordpiece_score`), the criterion usually
   given for it (Google's trainer is not public). The exact gain in the unigram log-likelihood of the corpus,
-  which that score only approximates, is :func:`wordpiece_likelihood_gain`.
+  about c(xy) (PMI - 1), is :func:`wordpiece_likelihood_gain`.
 - **The Unigram language model** (SentencePiece) goes the other way: start from many candidate pieces with
   probabilities p(x), segment a word by its most probable segmentation (:func:`unigram_viterbi`), sum over
   all segmentations with the forward-backward recursions (:func:`unigram_forward_backward`,
@@ -41,7 +41,9 @@ def wordpiece_likelihood_gain(pair_count: float, left_count: float, right_count:
     when every occurrence of xy (x != y) becomes one new symbol z (chapter 5).
 
     L = sum_s c(s) log(c(s) / N). The merge sets c(z) = c(xy), lowers c(x) and c(y) by c(xy) and N by c(xy).
-    To first order the gain is c(xy) * PMI(x, y): frequency times the score of :func:`wordpiece_score`.
+    For k = c(xy) much smaller than c(x), c(y) and N, expanding (c - k) log(c - k) ~ c log c - k (log c + 1)
+    gives k (PMI(x, y) - 1), with PMI the score of :func:`wordpiece_score`: not k * PMI, since the shrinking
+    c(x), c(y) (-k each) and N (+k) add -k.
     """
     _check_wordpiece_score(pair_count, left_count, right_count, total)
     k = pair_count

@@ -486,3 +486,69 @@ def test_sample_replies_cut_at_the_end_token():
     for reply in (r for rs in replies for r in rs):
         assert 1 <= len(reply) <= 6 and (2 not in reply[:-1])
     assert replies == M.sample_replies(model, prompts, n=3, eos_id=2, seed=0, batch_size=4, max_new_tokens=6)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the live toy experiment (lmbook.experiments.dpo_toy)
+# ---------------------------------------------------------------------------------------------------------
+
+def _brute_force_logp(table, tokens, finished):
+    """log pi(y) token by token with plain Python indexing: a different path from reply_logprobs."""
+    from lmbook.experiments import dpo_toy as T
+
+    total, prev = 0.0, T.BOS
+    for t, tok in enumerate(list(tokens) + ([T.EOT] if finished else [])):
+        total += torch.log_softmax(table[t, prev], -1)[tok].item()
+        prev = tok
+    return total
+
+
+def test_toy_reply_space_is_a_distribution_and_matches_brute_force():
+    from lmbook.experiments import dpo_toy as T
+
+    ids, mask, finished = T.all_replies()
+    assert len(ids) == sum(4 ** k for k in range(T.MAX_LEN + 1)) and len(set(map(tuple, ids.tolist()))) == len(ids)
+    table = T.reference_logits(seed=3)
+    logp, _ = T.reply_logprobs(table, ids, mask)
+    assert torch.isclose(logp.exp().sum(), torch.tensor(1.0, dtype=torch.float64), atol=1e-12)  # all replies
+    lengths = (mask.sum(1) - finished.long()).tolist()
+    for i in (0, 1, 5, 400, 1364, 1365, len(ids) - 1):
+        tokens = ids[i, :lengths[i]].tolist()
+        assert math.isclose(logp[i].item(), _brute_force_logp(table, tokens, bool(finished[i])), abs_tol=1e-10)
+
+
+def test_toy_sequence_kl_is_the_sum_of_token_kls_along_own_samples():
+    """Chain rule: KL(pi || pi_ref) over whole replies = E_{y~pi} sum_t KL(pi(.|y<t) || pi_ref(.|y<t))."""
+    from lmbook.experiments import dpo_toy as T
+
+    ids, mask, _ = T.all_replies()
+    table, ref = T.reference_logits(seed=1), T.reference_logits(seed=2)
+    logp, logdist = T.reply_logprobs(table, ids, mask)
+    ref_logp, ref_logdist = T.reply_logprobs(ref, ids, mask)
+    token_kl = ((logdist.exp() * (logdist - ref_logdist)).sum(-1) * mask).sum(1)
+    seq_kl = (logp.exp() * (logp - ref_logp)).sum()
+    assert torch.isclose(seq_kl, (logp.exp() * token_kl).sum(), rtol=1e-10)
+    assert not torch.isclose(seq_kl, (ref_logp.exp() * token_kl).sum(), rtol=1e-2)  # along pi_ref's replies: not it
+
+
+def test_live_dpo_starts_at_ln2_and_learns_the_rule():
+    from lmbook.experiments import dpo_toy as T
+
+    out = T.live_dpo(beta=0.3, steps=60, rule="topic", n_pairs=32)
+    assert math.isclose(out["loss"][0], math.log(2), rel_tol=1e-12)  # policy == reference at the start
+    assert out["before"]["seq_kl"] == 0.0 and out["after"]["seq_kl"] > 0
+    assert out["after"]["rule_rate"] > out["before"]["rule_rate"] + 0.3
+    assert out["loss"][-1] < 0.2
+    custom = T.live_dpo(steps=5, rule=lambda text, finished: "a" in text, n_pairs=8)  # a rule of one's own
+    assert custom["after"]["rule_rate"] > custom["before"]["rule_rate"]
+
+
+@pytest.mark.parametrize("kwargs, error", [({"beta": 0.0}, ValueError), ({"steps": 0}, ValueError),
+                                           ({"rule": "brevity"}, ValueError), ({"rule": 3}, TypeError),
+                                           ({"loss_type": "kto"}, ValueError),
+                                           ({"rule": lambda text, finished: False}, ValueError)])
+def test_live_dpo_rejects_bad_arguments(kwargs, error):
+    from lmbook.experiments import dpo_toy as T
+
+    with pytest.raises(error, match="beta|steps|rule|loss_type"):
+        T.live_dpo(**kwargs)

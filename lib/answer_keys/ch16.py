@@ -10,13 +10,7 @@ from lmbook.teaching.checks import Case
 
 from . import Key
 
-BT_PROBLEM = (0.4, 0.8)  # r_1, and the probability that reply 2 is preferred, of the Bradley–Terry exercise
 OPTIMUM_PROBLEM = ((0.6, 0.3, 0.1), (0.0, 1.0, 3.0), 2.0)  # pi_ref, r, beta
-
-
-def _bt_answer():
-    r1, p = BT_PROBLEM
-    return r1 + math.log(p / (1 - p))
 
 
 def _optimum_answer():
@@ -41,6 +35,22 @@ def best_of_n_policy(ref_probs, rewards, n):
     at_most = torch.stack([ref_probs[rewards <= r].sum() for r in rewards])  # P(r(Y) <= r(y)), Y ~ pi_ref
     below = at_most - ref_probs  # P(r(Y) < r(y)); rewards are distinct
     return at_most ** n - below ** n
+
+
+def length_bias(chosen_lengths, rejected_lengths):
+    shorter = sum(c < r for c, r in zip(chosen_lengths, rejected_lengths, strict=True))
+    longer = sum(c > r for c, r in zip(chosen_lengths, rejected_lengths, strict=True))
+    return (shorter - longer) / len(chosen_lengths)
+
+
+def _hidden_length_bias():
+    return [
+        Case(([4], [4])),  # one tie: 0
+        Case(([2, 3, 4, 5, 6, 7], [7, 6, 5, 4, 3, 2])),  # symmetric: 0
+        Case(([1, 2, 3, 32, 32], [32, 32, 32, 5, 32])),
+        Case(([0, 0, 3], [0, 1, 2])),  # empty replies
+        Case((list(range(1, 21)), [10] * 20)),
+    ]
 
 
 def _logps(g, n, scale, shift):
@@ -90,9 +100,9 @@ def _hidden_best_of_n():
 
 
 KEYS = {
-    "bt_by_hand": Key(answer=_bt_answer()),
     "optimum_by_hand": Key(answer=_optimum_answer()),
     "robust_dpo_loss": Key(robust_dpo_loss, _hidden_robust_dpo),
     "simpo_loss": Key(simpo_loss, _hidden_simpo),
     "best_of_n_policy": Key(best_of_n_policy, _hidden_best_of_n),
+    "length_bias": Key(length_bias, _hidden_length_bias),
 }

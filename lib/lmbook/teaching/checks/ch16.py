@@ -6,18 +6,9 @@ import torch
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_bt_by_hand", "check_optimum_by_hand", "check_robust_dpo_loss", "check_simpo_loss",
-           "check_best_of_n_policy"]
-
-answer_check("bt_by_hand",
-             hint="solve sigma(r_2 - r_1) = 0.8 for r_2: the gap r_2 - r_1 is the log-odds log(0.8 / 0.2), and "
-                  "reply 2 must score higher than reply 1.")
-
-
-def check_bt_by_hand(answer) -> None:
-    """The reward r_2 for which Bradley–Terry prefers reply 2 with probability 0.8, given r_1 = 0.4."""
-    check_answer("bt_by_hand", answer)
-
+__all__ = ["check_optimum_by_hand", "check_robust_dpo_loss", "check_simpo_loss",
+           "check_best_of_n_policy",
+           "check_length_bias"]
 
 answer_check("optimum_by_hand",
              hint="pi*(y) = pi_ref(y) exp(r(y) / beta) / Z: divide each reward by beta = 2, weight each reply by "
@@ -86,3 +77,16 @@ def check_best_of_n_policy(fn) -> None:
     """best_of_n_policy(ref_probs, rewards, n): the distribution of the highest-reward response among n
     independent samples of pi_ref (rewards distinct): P(best = y) = F(y)^n - F(y-)^n."""
     run_check("best_of_n_policy", fn)
+
+
+function_check("length_bias", lambda: [
+    Case(([3, 5, 2], [4, 5, 7]), hint="a tie (5 against 5) counts for neither side."),
+    Case(([10, 2, 8, 1], [3, 9, 4, 6]), hint="subtract the fraction of pairs whose chosen reply is LONGER."),
+    Case(([1, 1, 1, 1, 1], [6, 6, 6, 6, 6]), hint="every chosen reply shorter gives +1."),
+    Case(([7, 9], [2, 3]), hint="every chosen reply longer gives -1: shorter counts +, longer counts -."),
+], rtol=1e-9, atol=1e-12)
+
+
+def check_length_bias(fn) -> None:
+    """length_bias(chosen_lengths, rejected_lengths): mean(chosen < rejected) - mean(chosen > rejected)."""
+    run_check("length_bias", fn)

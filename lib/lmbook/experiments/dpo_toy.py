@@ -1,0 +1,129 @@
+"""A live, exact DPO experiment small enough to rerun in a second: a tabular autoregressive policy over short
+replies, trained with :func:`lmbook.preference.dpo_loss` on pairs labelled by a preference rule.
+
+The reply space is enumerable (4 content tokens ``a b c d``, an end-of-turn token, at most ``MAX_LEN`` tokens),
+so every measure is exact rather than sampled: the rule rate of the policy, the sequence-level
+KL(pi_theta || pi_ref), and the per-token KL read along the pair replies (teacher forced), which is what a
+held-out evaluation on fixed replies measures. It mirrors the SmolLM2 run of chapter 16 (a reply is cut off
+after ``MAX_LEN`` tokens) and lets a reader change beta, the steps, the loss and the rule. Left out on purpose:
+prompts (one prompt only), neural parameterisations, sampling during training. Chapter 16.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import torch
+
+from .. import validate
+from ..preference import LOSS_TYPES, dpo_loss
+
+__all__ = ["TOKENS", "MAX_LEN", "RULES", "all_replies", "reference_logits", "reply_logprobs", "live_dpo"]
+
+TOKENS = "abcd"  # content tokens 1..4; id 0 is the end-of-turn token
+MAX_LEN = 6  # a reply with no end-of-turn token within MAX_LEN tokens is cut off
+EOT, BOS = 0, len(TOKENS) + 1  # BOS: the "previous token" at position 0
+
+RULES = {  # (content tokens as a string, finished) -> is the reply good?
+    "finish": lambda text, finished: finished,  # brevity wins: any finished reply, the empty one included
+    "topic": lambda text, finished: finished and len(text) >= 3 and "c" in text,  # says something, names topic "c"
+}
+
+
+def all_replies(max_len: int = MAX_LEN):
+    """Every reply: ids (N, max_len) padded with 0, mask (N, max_len) of the scored positions, finished (N,)."""
+    rows = [(seq, True) for k in range(max_len) for seq in itertools.product(range(1, 5), repeat=k)]
+    rows += [(seq, False) for seq in itertools.product(range(1, 5), repeat=max_len)]
+    ids = torch.zeros(len(rows), max_len, dtype=torch.long)
+    mask = torch.zeros(len(rows), max_len, dtype=torch.bool)
+    for i, (seq, finished) in enumerate(rows):
+        ids[i, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[i, :len(seq) + finished] = True  # a finished reply also scores its end-of-turn token (id 0)
+    return ids, mask, torch.tensor([f for _, f in rows])
+
+
+def reference_logits(seed: int = 0, end_bias: float = -1.0, max_len: int = MAX_LEN) -> torch.Tensor:
+    """pi_ref as a table of next-token logits (max_len, 6 previous tokens incl. BOS, 5 next tokens), float64."""
+    g = torch.Generator().manual_seed(seed)
+    table = torch.randn(max_len, BOS + 1, BOS, generator=g, dtype=torch.float64)
+    table[..., EOT] += end_bias  # a negative bias: the reference rambles, like a model that rarely stops
+    return table
+
+
+def reply_logprobs(table: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor):
+    """log pi(y) = sum_t log p(y_t | t, y_{t-1}) over the scored positions, and the per-position
+    log-distributions (N, max_len, 5) used for teacher-forced KL."""
+    prev = torch.cat([torch.full_like(ids[:, :1], BOS), ids[:, :-1]], dim=1)  # (N, L): the token before each
+    logdist = torch.log_softmax(table[torch.arange(ids.shape[1]), prev], dim=-1)  # (N, L, 5)
+    token_logps = logdist.gather(-1, ids[..., None]).squeeze(-1)  # (N, L)
+    return (token_logps * mask).sum(1), logdist
+
+
+def _measures(table, ref_table, ids, mask, good, lengths, pair_rows):
+    logp, logdist = reply_logprobs(table, ids, mask)
+    ref_logp, ref_logdist = reply_logprobs(ref_table, ids, mask)
+    p = logp.exp()  # (N,): the exact distribution over all replies
+    token_kl = ((logdist.exp() * (logdist - ref_logdist)).sum(-1) * mask).sum(1)  # (N,) teacher forced
+    return {"rule_rate": (p * good).sum().item(), "finished_rate": (p * (mask.sum(1) > lengths)).sum().item(),
+            "mean_tokens": (p * lengths).sum().item(), "empty_rate": p[0].item(),
+            "seq_kl": (p * (logp - ref_logp)).sum().item(), "pair_token_kl": token_kl[pair_rows].mean().item()}
+
+
+def live_dpo(beta: float = 0.1, steps: int = 200, rule="topic", n_pairs: int = 64, loss_type: str = "sigmoid",
+             lr: float = 0.05, seed: int = 0) -> dict:
+    """Draw replies from pi_ref, pair a reply that satisfies ``rule`` with one that does not, and run full-batch
+    Adam on the DPO loss of a table of logits that starts at pi_ref. ``rule``: a name in RULES or a function
+    (text, finished) -> bool. Returns the pairs' statistics and exact measures before and after."""
+    rule_fn = _check_live(beta, steps, rule, n_pairs, loss_type, lr, seed)
+    ids, mask, finished = all_replies()
+    lengths = mask.sum(1) - finished.long()  # content tokens
+    good = torch.tensor([bool(rule_fn("".join(TOKENS[t - 1] for t in row[:n]), bool(f)))
+                         for row, n, f in zip(ids.tolist(), lengths.tolist(), finished.tolist(), strict=True)],
+                        dtype=torch.float64)
+    ref_table = reference_logits(seed)
+    ref_logp = reply_logprobs(ref_table, ids, mask)[0]
+    g = torch.Generator().manual_seed(seed + 1)
+    pool = torch.multinomial(ref_logp.exp(), 8 * n_pairs, replacement=True, generator=g)  # samples of pi_ref
+    wins, losses = pool[good[pool] == 1], pool[good[pool] == 0]
+    if len(wins) < n_pairs or len(losses) < n_pairs:
+        raise ValueError(f"rule is satisfied by {len(wins)} of {len(pool)} reference samples: too few of one kind "
+                         f"for n_pairs={n_pairs}; choose a rule that splits the reference's replies")
+    w, lo = wins[:n_pairs], losses[:n_pairs]  # (n_pairs,) row indices of chosen and rejected replies
+    pair_rows = torch.cat([w, lo])
+    table = ref_table.clone().requires_grad_(True)  # the policy starts as an exact copy of the reference
+    optimizer = torch.optim.Adam([table], lr=lr)
+    before = _measures(ref_table, ref_table, ids, mask, good, lengths, pair_rows)
+    history = []
+    for _ in range(steps):
+        logp = reply_logprobs(table, ids[pair_rows], mask[pair_rows])[0]  # (2 n_pairs,)
+        loss = dpo_loss(logp[:n_pairs], logp[n_pairs:], ref_logp[w], ref_logp[lo], beta, loss_type)[0]
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        history.append(loss.item())
+    with torch.no_grad():
+        after = _measures(table, ref_table, ids, mask, good, lengths, pair_rows)
+        logp = reply_logprobs(table, ids[pair_rows], mask[pair_rows])[0]
+    return {"before": before, "after": after, "loss": history,
+            "chosen_lengths": lengths[w].tolist(), "rejected_lengths": lengths[lo].tolist(),
+            "chosen_shorter": (lengths[w] < lengths[lo]).double().mean().item(),
+            "chosen_logp_change": (logp[:n_pairs] - ref_logp[w]).mean().item(),
+            "rejected_logp_change": (logp[n_pairs:] - ref_logp[lo]).mean().item()}
+
+
+def _check_live(beta, steps, rule, n_pairs, loss_type, lr, seed) -> Callable:
+    validate.number("beta", beta, low=0, low_open=True)
+    validate.integer("steps", steps, low=1)
+    validate.integer("n_pairs", n_pairs, low=1)
+    validate.choice("loss_type", loss_type, LOSS_TYPES)
+    validate.number("lr", lr, low=0, low_open=True)
+    validate.integer("seed", seed, low=0)
+    if isinstance(rule, str):
+        validate.choice("rule", rule, tuple(RULES))
+        return RULES[rule]
+    if not callable(rule):
+        raise TypeError(f"rule must be one of {tuple(RULES)} or a function (text, finished) -> bool, "
+                        f"got {validate.describe(rule)}")
+    return rule
+

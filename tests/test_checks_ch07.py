@@ -5,30 +5,34 @@ import math
 import pytest
 import torch
 from check_helpers import accepts_then_rejects
+from lmbook import attention as A
 from lmbook import checks
 from lmbook.checks import RESULTS
 
 
-def masked_softmax(scores, mask):
+def masked_log_softmax(scores, mask):
     scores = scores.masked_fill(~mask, float("-inf"))
     m = scores.amax(dim=-1, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    e = torch.exp(scores - m)
-    total = e.sum(dim=-1, keepdim=True)
-    return e / torch.where(total > 0, total, torch.ones_like(total))
+    total = torch.exp(scores - m).sum(dim=-1, keepdim=True)
+    return scores - m - torch.where(total > 0, total, torch.ones_like(total)).log()  # a dead row stays -inf
 
 
-def masked_softmax_torch_nn_convention(scores, mask):
-    return masked_softmax(scores, ~mask)  # True = blocked, as nn.MultiheadAttention's masks
+def masked_log_softmax_torch_nn_convention(scores, mask):
+    return masked_log_softmax(scores, ~mask)  # True = blocked, as nn.MultiheadAttention's masks
 
 
-def masked_softmax_big_negative(scores, mask):
-    return torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)  # a fully masked row becomes uniform
+def masked_log_softmax_via_softmax(scores, mask):
+    return A.softmax(scores.masked_fill(~mask, float("-inf"))).log()  # exp underflows: -inf for a finite -805
 
 
-def masked_softmax_no_max(scores, mask):
-    e = torch.exp(scores) * mask
-    return e / e.sum(dim=-1, keepdim=True).clamp_min(1e-30)  # overflows for large scores
+def masked_log_softmax_torch(scores, mask):
+    return torch.log_softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # a dead row becomes NaN
+
+
+def masked_log_softmax_no_max(scores, mask):
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return scores - torch.exp(scores).sum(dim=-1, keepdim=True).log()  # exp(1000) overflows
 
 
 def left_padding_mask(lengths, k_len):
@@ -43,29 +47,34 @@ def left_padding_mask_2d(lengths, k_len):
     return left_padding_mask(lengths, k_len)[:, 0, 0]  # (B, k_len): does not broadcast over heads and queries
 
 
-def previous_token_score(weights):
-    return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1).mean(-1)
+def same_word_score(weights, ids):
+    earlier = (ids[:, None] == ids[None, :]) & torch.ones(len(ids), len(ids), dtype=torch.bool).tril(-1)
+    rows = earlier.any(-1)  # queries whose word occurred before
+    return (weights * earlier).sum(-1)[:, rows].mean(-1)
 
 
-def previous_token_score_with_query_0(weights):
-    T = weights.shape[-1]
-    return torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1).sum(-1) / T  # divides by T, not T - 1
+def same_word_score_with_self(weights, ids):
+    same = (ids[:, None] == ids[None, :]) & torch.ones(len(ids), len(ids), dtype=torch.bool).tril()
+    rows = same.tril(-1).any(-1)
+    return (weights * same).sum(-1)[:, rows].mean(-1)  # counts the query's own position j = i
 
 
-def previous_token_score_diagonal(weights):
-    return torch.diagonal(weights, dim1=-2, dim2=-1).mean(-1)  # the weight on the query's own token
+def same_word_score_all_queries(weights, ids):
+    earlier = (ids[:, None] == ids[None, :]) & torch.ones(len(ids), len(ids), dtype=torch.bool).tril(-1)
+    return (weights * earlier).sum(-1).mean(-1)  # averages over every query, with or without an earlier match
 
 
 @pytest.mark.parametrize(
     "check, good, bad, message",
     [
-        ("masked_softmax", masked_softmax, masked_softmax_torch_nn_convention, "True means *attend*"),
-        ("masked_softmax", masked_softmax, masked_softmax_big_negative, "not uniform"),
-        ("masked_softmax", masked_softmax, masked_softmax_no_max, "maximum"),
+        ("masked_log_softmax", masked_log_softmax, masked_log_softmax_torch_nn_convention, "True means *attend*"),
+        ("masked_log_softmax", masked_log_softmax, masked_log_softmax_via_softmax, "underflows"),
+        ("masked_log_softmax", masked_log_softmax, masked_log_softmax_no_max, "maximum"),
+        ("masked_log_softmax", masked_log_softmax, masked_log_softmax_torch, "not NaN"),
         ("left_padding_mask", left_padding_mask, right_padding_mask, "LAST n_b columns"),
         ("left_padding_mask", left_padding_mask, left_padding_mask_2d, "case 1"),
-        ("previous_token_score", previous_token_score, previous_token_score_with_query_0, "case 1"),
-        ("previous_token_score", previous_token_score, previous_token_score_diagonal, "weight 1 on key i - 1"),
+        ("same_word_score", same_word_score, same_word_score_with_self, "EARLIER"),
+        ("same_word_score", same_word_score, same_word_score_all_queries, "case 1"),
     ],
 )
 def test_check_accepts_the_answer_and_rejects_a_plausible_mistake(check, good, bad, message, capsys):
@@ -86,6 +95,6 @@ def test_by_hand_answer_and_not_attempted(capsys):
 
 
 def test_student_exception_is_reported_not_raised(capsys):
-    checks.check_masked_softmax(lambda scores, mask: scores[mask.shape[0] + 10, 0])
+    checks.check_masked_log_softmax(lambda scores, mask: scores[mask.shape[0] + 10, 0])
     out = capsys.readouterr().out
-    assert RESULTS["masked_softmax"] is False and "IndexError" in out
+    assert RESULTS["masked_log_softmax"] is False and "IndexError" in out

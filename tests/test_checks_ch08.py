@@ -18,32 +18,34 @@ def expand_kv_tiled(x, n_rep):
     return x.repeat(1, n_rep, 1, 1)  # heads 0, 1, 2, 0, 1, 2: the wrong grouping
 
 
-def online_attention(q, K, V, block_size):
-    m, total, acc = -math.inf, 0.0, torch.zeros(V.shape[-1], dtype=V.dtype)
-    for start in range(0, K.shape[0], block_size):
-        s = K[start:start + block_size] @ q / math.sqrt(q.shape[-1])
-        m_new = max(m, s.max().item())
-        p = torch.exp(s - m_new)
-        c = math.exp(m - m_new)
-        total = total * c + p.sum()
-        acc = acc * c + p @ V[start:start + block_size]
-        m = m_new
-    return acc / total
+def online_softmax_step(m, l, a, s, V):  # noqa: E741
+    m_new = torch.maximum(m, s.max())
+    if m_new == -math.inf:  # nothing but -inf seen so far: keep the empty state
+        return m, l, a
+    rescale, p = torch.exp(m - m_new), torch.exp(s - m_new)
+    return m_new, l * rescale + p.sum(), a * rescale + p @ V
 
 
-def online_attention_no_rescale(q, K, V, block_size):
-    m, total, acc = -math.inf, 0.0, torch.zeros(V.shape[-1], dtype=V.dtype)
-    for start in range(0, K.shape[0], block_size):
-        s = K[start:start + block_size] @ q / math.sqrt(q.shape[-1])
-        m = max(m, s.max().item())
-        p = torch.exp(s - m)
-        total = total + p.sum()  # forgets to rescale what was summed under the old maximum
-        acc = acc + p @ V[start:start + block_size]
-    return acc / total
+def online_softmax_step_no_rescale(m, l, a, s, V):  # noqa: E741
+    m_new = torch.maximum(m, s.max())
+    if m_new == -math.inf:
+        return m, l, a
+    p = torch.exp(s - m_new)
+    return m_new, l + p.sum(), a + p @ V  # forgets to rescale what was summed under the old maximum
 
 
-def online_attention_unscaled(q, K, V, block_size):
-    return online_attention(q * math.sqrt(q.shape[-1]), K, V, block_size)  # no 1/sqrt(d)
+def online_softmax_step_no_guard(m, l, a, s, V):  # noqa: E741
+    m_new = torch.maximum(m, s.max())  # exp(-inf - (-inf)) = NaN on a fully masked first block
+    rescale, p = torch.exp(m - m_new), torch.exp(s - m_new)
+    return m_new, l * rescale + p.sum(), a * rescale + p @ V
+
+
+def online_softmax_step_rescale_sum_only(m, l, a, s, V):  # noqa: E741
+    m_new = torch.maximum(m, s.max())
+    if m_new == -math.inf:
+        return m, l, a
+    rescale, p = torch.exp(m - m_new), torch.exp(s - m_new)
+    return m_new, l * rescale + p.sum(), a + p @ V  # the output is not rescaled
 
 
 def mean_pool_kv(W, n_heads, n_groups):
@@ -81,8 +83,9 @@ def linear_attention_step_no_phi(S, z, q, k, v):
     "check, good, bad, message",
     [
         ("expand_kv", expand_kv, expand_kv_tiled, "repeat_interleave"),
-        ("online_attention", online_attention, online_attention_no_rescale, "rescale"),
-        ("online_attention", online_attention, online_attention_unscaled, "case 1"),
+        ("online_softmax_step", online_softmax_step, online_softmax_step_no_rescale, "BOTH"),
+        ("online_softmax_step", online_softmax_step, online_softmax_step_rescale_sum_only, "BOTH"),
+        ("online_softmax_step", online_softmax_step, online_softmax_step_no_guard, "fully masked"),
         ("mean_pool_kv", mean_pool_kv, mean_pool_kv_strided, "adjacent"),
         ("mean_pool_kv", mean_pool_kv, mean_pool_kv_sum, "MEAN"),
         ("linear_attention_step", linear_attention_step, linear_attention_step_read_first, "BEFORE"),

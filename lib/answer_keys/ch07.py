@@ -19,21 +19,22 @@ def _attention_by_hand():
     return math.exp(scores[2]) / sum(math.exp(e) for e in scores)
 
 
-def masked_softmax(scores, mask):
+def masked_log_softmax(scores, mask):
     scores = scores.masked_fill(~mask, float("-inf"))
     m = scores.amax(dim=-1, keepdim=True)
-    e = torch.exp(scores - torch.where(torch.isfinite(m), m, torch.zeros_like(m)))
-    total = e.sum(dim=-1, keepdim=True)
-    return e / torch.where(total > 0, total, torch.ones_like(total))
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    total = torch.exp(scores - m).sum(dim=-1, keepdim=True)
+    return scores - m - torch.where(total > 0, total, torch.ones_like(total)).log()  # a dead row stays -inf
 
 
-def _hidden_masked_softmax():
+def _hidden_masked_log_softmax():
     g = torch.Generator().manual_seed(105)
     return [
         Case((torch.randn(3, 5, generator=g),
               torch.tensor([[True, False, True, True, False], [False, True, False, False, False],
                             [True, True, True, True, True]]))),
         Case((torch.randn(5, 5, generator=g), torch.ones(5, 5, dtype=torch.bool).triu())),  # True = attend
+        Case((torch.tensor([[3.0, -1000.0, 2.0, -2000.0]]), torch.tensor([[True, True, True, False]]))),
         Case((torch.randn(2, 4, generator=g) * 50 + 800, torch.tensor([[True, True, True, False],
                                                                         [True, False, True, True]]))),
         Case((torch.randn(3, 4, generator=g), torch.tensor([[True, True, False, False], [False, False, False, False],
@@ -56,25 +57,32 @@ def _hidden_left_padding():
     ]
 
 
-def previous_token_score(weights):
-    return torch.stack([torch.stack([weights[h, i, i - 1] for i in range(1, weights.shape[-1])]).mean()
-                        for h in range(weights.shape[0])])
+def same_word_score(weights, ids):
+    T = ids.shape[0]
+    scores = []
+    for h in range(weights.shape[0]):
+        per_query = [sum(weights[h, i, j] for j in range(i) if ids[j] == ids[i]) for i in range(T)
+                     if any(ids[j] == ids[i] for j in range(i))]
+        scores.append(sum(per_query) / len(per_query))
+    return torch.tensor([float(x) for x in scores], dtype=weights.dtype)
 
 
-def _hidden_previous_token():
+def _hidden_same_word():
     g = torch.Generator().manual_seed(108)
 
     def causal_weights(H, T):
         s = torch.randn(H, T, T, generator=g, dtype=torch.float64) * 3
         return torch.softmax(s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf")), -1)
 
-    return [Case((causal_weights(4, 9),)), Case((causal_weights(1, 3),)), Case((causal_weights(6, 12),))]
+    return [Case((causal_weights(4, 9), torch.tensor([0, 1, 0, 2, 1, 0, 3, 3, 4]))),
+            Case((causal_weights(1, 3), torch.tensor([2, 2, 1]))),
+            Case((causal_weights(6, 12), torch.randint(0, 4, (12,), generator=g)))]
 
 
 KEYS = {
     "attention_by_hand": Key(answer=_attention_by_hand()),
-    "masked_softmax": Key(masked_softmax, _hidden_masked_softmax,
-                          giveaways=("scaled_dot_product_attention",)),
+    "masked_log_softmax": Key(masked_log_softmax, _hidden_masked_log_softmax,
+                              giveaways=("scaled_dot_product_attention", "softmax", "log_softmax")),
     "left_padding_mask": Key(left_padding_mask, _hidden_left_padding),
-    "previous_token_score": Key(previous_token_score, _hidden_previous_token),
+    "same_word_score": Key(same_word_score, _hidden_same_word),
 }

@@ -15,8 +15,14 @@ def expand_kv(x, n_rep):
     return x.repeat_interleave(n_rep, dim=1)
 
 
-def online_attention(q, K, V, block_size):
-    return torch.softmax(K @ q / math.sqrt(q.shape[-1]), dim=0) @ V
+def online_softmax_step(m, l, a, s, V):  # noqa: E741
+    scores = torch.cat([m.reshape(1), s])
+    m_new = scores.max()
+    if torch.isinf(m_new) and m_new < 0:  # nothing seen yet: the empty state stays as it is
+        return m, l, a
+    rescale = torch.exp(m - m_new)
+    p = torch.exp(s - m_new)
+    return m_new, l * rescale + p.sum(), a * rescale + p @ V
 
 
 def mean_pool_kv(W, n_heads, n_groups):
@@ -43,23 +49,22 @@ def _hidden_expand_kv():
     ]
 
 
-def _hidden_online_attention():
+def _hidden_online_step():
     g = torch.Generator().manual_seed(107)
 
-    def inputs(T, d, dv, block, spread=1.0, rising=False):
-        q = torch.randn(d, generator=g, dtype=torch.float64) * spread
-        K = torch.randn(T, d, generator=g, dtype=torch.float64)
-        if rising:  # every block raises the running max
-            K = K[torch.argsort(K @ q)]
-        return q, K, torch.randn(T, dv, generator=g, dtype=torch.float64), block
+    def case(m, n, dv, spread):
+        return Case((torch.tensor(m, dtype=torch.float64), torch.rand((), generator=g, dtype=torch.float64) + 0.5,
+                     torch.randn(dv, generator=g, dtype=torch.float64),
+                     torch.randn(n, generator=g, dtype=torch.float64) * spread,
+                     torch.randn(n, dv, generator=g, dtype=torch.float64)))
 
-    return [
-        Case(inputs(9, 3, 4, 2)),
-        Case(inputs(15, 5, 3, 4, spread=3.0, rising=True)),
-        Case(inputs(20, 6, 3, 7, spread=300.0)),
-        Case(inputs(6, 4, 5, 10)),  # one block, longer than T
-        Case(inputs(1, 2, 2, 1)),
-    ]
+    empty = (torch.tensor(-math.inf, dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64),
+             torch.zeros(2, dtype=torch.float64))
+    return [case(0.0, 3, 2, 4.0), case(3.0, 5, 4, 0.1), case(-100.0, 1, 1, 200.0),
+            Case((*empty, torch.tensor([1.0, -math.inf], dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64))),
+            Case((torch.tensor(2.0, dtype=torch.float64), torch.tensor(1.5, dtype=torch.float64),
+                  torch.ones(2, dtype=torch.float64), torch.full((3,), -math.inf, dtype=torch.float64),
+                  torch.ones(3, 2, dtype=torch.float64)))]
 
 
 def _hidden_mean_pool_kv():
@@ -82,8 +87,7 @@ def _hidden_linear_step():
 
 KEYS = {
     "expand_kv": Key(expand_kv, _hidden_expand_kv, giveaways=("repeat_kv",)),
-    "online_attention": Key(online_attention, _hidden_online_attention,
-                            giveaways=("scaled_dot_product_attention", "fast_attention", "flash_attention")),
+    "online_softmax_step": Key(online_softmax_step, _hidden_online_step, giveaways=("flash_attention",)),
     "mean_pool_kv": Key(mean_pool_kv, _hidden_mean_pool_kv),
     "linear_attention_step": Key(linear_attention_step, _hidden_linear_step, giveaways=("linear_attention",)),
 }

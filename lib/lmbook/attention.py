@@ -67,7 +67,7 @@ def padding_mask(lengths: torch.Tensor, k_len: int) -> torch.Tensor:
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     """Grouped-query sharing: (..., H_kv, T, d) -> (..., H_kv * n_rep, T, d), each K/V head repeated
-    n_rep times in a row, so query head h uses K/V head h // n_rep (torch's enable_gqa convention). Chapter 7."""
+    n_rep times in a row, so query head h uses K/V head h // n_rep (torch's enable_gqa convention). Chapter 8."""
     _check_repeat_kv(x, n_rep)
     if n_rep == 1:
         return x
@@ -82,7 +82,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal=False, scale=None
     (GQA, MQA), query head h reads K/V head h // (H / H_kv), as torch's ``enable_gqa=True``.
     mask: bool (True = attend) or float (added to the scores), broadcastable to (..., H, T_q, T_k);
     is_causal also hides the keys after each query (``causal_mask``, lower-right aligned). A query
-    that may attend to nothing gets zeros, as in torch. return_weights: also return the weights.
+    that may attend to nothing gets zeros, as F.scaled_dot_product_attention does on the CPU
+    (nn.MultiheadAttention and some GPU kernels give NaN). return_weights: also return the weights.
     """
     n_rep = _check_attention(q, k, v, mask, is_causal, scale, return_weights)  # query heads per K/V head
     k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (..., H, T_k, d) and (..., H, T_k, d_v)

@@ -69,7 +69,7 @@ class TransformerConfig:
 
 class CausalSelfAttention(nn.Module):
     """softmax(q k^T / sqrt(d_h) + causal mask) v in every head, then W_O: x (B, T, d) -> (B, T, d), with
-    RoPE on q and k, H_kv <= H key/value heads (chapter 7) and chapter 11's KV cache. Chapter 9."""
+    RoPE on q and k, H_kv <= H key/value heads (chapter 8) and chapter 11's KV cache. Chapter 9."""
     def __init__(self, config: TransformerConfig, layer_idx: int):
         super().__init__()
         _check_layer(config, layer_idx)

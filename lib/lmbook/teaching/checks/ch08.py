@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ._core import Case, function_check, run_check
 
-__all__ = ["check_expand_kv", "check_online_attention", "check_mean_pool_kv", "check_linear_attention_step"]
+__all__ = ["check_expand_kv", "check_online_softmax_step", "check_mean_pool_kv", "check_linear_attention_step"]
 
 
 def _expand_kv_cases():
@@ -29,29 +31,41 @@ def check_expand_kv(fn) -> None:
     run_check("expand_kv", fn)
 
 
-def _online_attention_cases():
+def _online_step_cases():
     g = torch.Generator().manual_seed(7)
 
-    def inputs(T, d, dv, block, spread=1.0):
-        return (torch.randn(d, generator=g, dtype=torch.float64) * spread, torch.randn(T, d, generator=g,
-                dtype=torch.float64), torch.randn(T, dv, generator=g, dtype=torch.float64), block)
+    def block(n, dv, spread=1.0):
+        return torch.randn(n, generator=g, dtype=torch.float64) * spread, torch.randn(n, dv, generator=g,
+                                                                                   dtype=torch.float64)
 
+    def state(m, dv):
+        return torch.tensor(m, dtype=torch.float64), torch.rand((), generator=g, dtype=torch.float64) * 3 + 1, \
+            torch.randn(dv, generator=g, dtype=torch.float64)
+
+    empty = (torch.tensor(-math.inf, dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64),
+             torch.zeros(3, dtype=torch.float64))
+    low = torch.tensor([-5.0, -4.0, -6.0], dtype=torch.float64)
     return [
-        Case(inputs(8, 4, 3, 8), hint="with one block this is ordinary attention for one query."),
-        Case(inputs(16, 4, 3, 4), hint="when a block raises the running max m, rescale both the running sum "
-                                      "and the accumulated output by exp(m_old - m_new)."),
-        Case(inputs(10, 4, 2, 3), hint="the last block may be shorter than block_size."),
-        Case(inputs(12, 8, 2, 5, spread=500.0), hint="large scores: subtract the running max before exp."),
-        Case(inputs(5, 2, 2, 1)),
+        Case((*empty, *block(4, 3)), hint="from the empty state (m = -inf, l = 0, a = 0) the result is the block's "
+                                          "own max, sum of exp(s - m') and exp(s - m') V."),
+        Case((*state(0.5, 3), low, torch.randn(3, 3, generator=g, dtype=torch.float64)),
+             hint="a block whose scores are all below m leaves m unchanged; add its exp(s - m) terms."),
+        Case((*state(-2.0, 2), *block(5, 2, spread=3.0)),
+             hint="when the block raises the max from m to m', multiply BOTH l and a by exp(m - m')."),
+        Case((*state(900.0, 2), *block(3, 2, spread=1000.0)), hint="subtract the new max before exp."),
+        Case((*empty, torch.full((2,), -math.inf, dtype=torch.float64), torch.randn(2, 3, generator=g,
+                                                                                   dtype=torch.float64)),
+             hint="a fully masked block (all scores -inf) before any real score must leave the empty state as it "
+                  "is: m stays -inf, l and a stay 0, with no NaN from exp(-inf - (-inf))."),
     ]
 
 
-function_check("online_attention", _online_attention_cases, rtol=1e-7, atol=1e-9)
+function_check("online_softmax_step", _online_step_cases, rtol=1e-9, atol=1e-12)
 
 
-def check_online_attention(fn) -> None:
-    """online_attention(q (d,), K (T, d), V (T, d_v), block_size) == softmax(K q / sqrt(d)) V, one block at a time."""
-    run_check("online_attention", fn)
+def check_online_softmax_step(fn) -> None:
+    """online_softmax_step(m, l, a, s (n,), V (n, d_v)) -> (m', l', a'), the online-softmax update of section 5."""
+    run_check("online_softmax_step", fn)
 
 
 def _mean_pool_kv_cases():

@@ -46,6 +46,17 @@ def test_cross_entropy_matches_hugging_face_causal_lm_loss(seed):
         math.exp(out.loss.item()), rel=1e-5)
 
 
+def test_cross_entropy_with_masked_classes_at_ignored_positions_matches_torch():
+    """-inf logits (masked classes) are allowed; an ignored position whose class 0 is masked must not give NaN."""
+    logits = torch.tensor([[-math.inf, 0.0, 0.0], [0.0, 1.0, 2.0], [-math.inf, -math.inf, 3.0]], dtype=torch.float64)
+    targets = torch.tensor([-100, 2, 2])
+    oracle = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-100)
+    ours = metrics.cross_entropy(logits, targets)
+    assert torch.isfinite(ours) and ours.item() == pytest.approx(oracle.item(), rel=1e-12)
+    ours_ls = metrics.label_smoothed_cross_entropy(logits, targets, 0.0)
+    assert ours_ls.item() == pytest.approx(oracle.item(), rel=1e-12)
+
+
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3, 1.0])
 def test_label_smoothing_matches_torch(eps):
     logits, targets = random_batch(7, V=6)

@@ -44,7 +44,8 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int
     logp = torch.log_softmax(logits, dim=-1)  # (..., V)
     safe = torch.where(scored, targets, torch.zeros_like(targets)).long()  # ignored positions read class 0
     nll = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # (...)
-    return (nll * scored).sum() / scored.sum()
+    nll = torch.where(scored, nll, 0.0)  # not nll * scored: class 0 may be masked (-inf), and inf * 0 is NaN
+    return nll.sum() / scored.sum()
 
 
 def perplexity(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
@@ -117,7 +118,7 @@ def label_smoothed_cross_entropy(
     scored = targets != ignore_index  # (...)
     logp = torch.log_softmax(logits, dim=-1)[scored]  # (N, V)
     q = smoothed_targets(targets[scored], logits.shape[-1], epsilon, dtype=logp.dtype)  # (N, V)
-    return -(q * logp).sum(-1).mean()
+    return -torch.where(q > 0, q * logp, 0.0).sum(-1).mean()  # 0 * log 0 = 0 for a masked class
 
 
 def precision_recall_f1(tp: int, fp: int, fn: int) -> tuple[float, float, float]:

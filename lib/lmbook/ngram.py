@@ -97,7 +97,11 @@ class NGramLM:
         return (followers.get(w, 0) + self.k) / (total + self.k * len(self.vocab))
 
     def _kneser_ney(self, w: str, h: tuple, m: int) -> float:
-        """Interpolated KN at order m: max(c(h,w) - D, 0)/c(h) + D * N1+(h .)/c(h) * P_KN(w | h[1:])."""
+        """Interpolated KN at order m: max(c(h,w) - D, 0)/c(h) + D * N1+(h .)/c(h) * P_KN(w | h[1:]).
+
+        Lower orders use continuation counts, also for contexts starting with <s> (a simplification: Chen and
+        Goodman and KenLM keep raw counts there). The recursion ends in the uniform 1/|V|.
+        """
         table = self.counts[m] if m == self.n else self.cont[m]  # counts at the top, continuations below
         followers = table.get(h, {})
         total = sum(followers.values())

@@ -42,6 +42,12 @@ def test_fasttext_ngrams(capsys):
     ok, out = verdict(capsys, checks.check_fasttext_ngrams, keeps_whole_word, "fasttext_ngrams")
     assert not ok and "differs" in out
 
+    def deduplicated(word, n_min, n_max):  # drops the second 'ana' of '<banana>'
+        return list(dict.fromkeys(good(word, n_min, n_max)))
+
+    ok, out = verdict(capsys, checks.check_fasttext_ngrams, deduplicated, "fasttext_ngrams")
+    assert not ok and "repeated" in out
+
 
 def test_analogy_3cosmul(capsys):
     def good(vectors, a, b, c):
@@ -59,7 +65,20 @@ def test_analogy_3cosmul(capsys):
         scores[[a, b, c]] = -np.inf
         return int(np.argmax(scores))
 
-    assert not verdict(capsys, checks.check_analogy_3cosmul, additive, "analogy_3cosmul")[0]
+    ok, out = verdict(capsys, checks.check_analogy_3cosmul, additive, "analogy_3cosmul")
+    assert not ok and "not 3CosAdd" in out
+
+    for eps in (0.0, 1e-9):  # the wrong constant in the denominator
+        def small_eps(vectors, a, b, c, eps=eps):
+            unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+            cos = [(unit @ unit[i] + 1) / 2 for i in (a, b, c)]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                scores = cos[1] * cos[2] / (cos[0] + eps)
+            scores[[a, b, c]] = -np.inf
+            return int(np.argmax(scores))
+
+        ok, out = verdict(capsys, checks.check_analogy_3cosmul, small_eps, "analogy_3cosmul")
+        assert not ok and "+ 0.001" in out
 
     def keeps_inputs(vectors, a, b, c):  # forgets to exclude a, b and c
         unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -85,9 +104,20 @@ def test_idf_weighted_mean(capsys):
         if not known:
             return np.zeros(vectors.shape[1])
         w = np.array([idf[t] for t in known])
-        return w @ vectors[[index[t] for t in known]] / w.sum()
+        return w @ vectors[[index[t] for t in known]] / w.sum() if w.sum() else np.zeros(vectors.shape[1])
 
     assert verdict(capsys, checks.check_idf_weighted_mean, good, "idf_weighted_mean")[0]
+
+    def zero_over_zero(tokens, vectors, index, idf):  # NaN when every known token has idf 0
+        known = [t for t in tokens if t in index and t in idf]
+        if not known:
+            return np.zeros(vectors.shape[1])
+        w = np.array([idf[t] for t in known])
+        with np.errstate(invalid="ignore"):
+            return w @ vectors[[index[t] for t in known]] / w.sum()
+
+    ok, out = verdict(capsys, checks.check_idf_weighted_mean, zero_over_zero, "idf_weighted_mean")
+    assert not ok and "sum to 0" in out
 
     def plain_mean(tokens, vectors, index, idf):  # ignores the weights
         known = [t for t in tokens if t in index and t in idf]

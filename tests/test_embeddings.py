@@ -237,6 +237,18 @@ def test_training_is_deterministic_and_lowers_the_loss(model):
     assert neighbours[0][1] == pytest.approx(a.similarity("list", neighbours[0][0]), abs=1e-5)
 
 
+def test_cbow_held_out_loss_is_the_untrained_cross_entropy_and_then_falls():
+    # the output matrix starts at zero, so before any real update every logit is 0 and the loss is log V
+    frozen = train_word2vec(SENTENCES, model="cbow", dim=8, epochs=1, min_count=1, subsample=0, lr=1e-12,
+                            held_out=SENTENCES[:3])
+    assert frozen.held_out_losses == [pytest.approx(math.log(len(frozen.words)), abs=1e-6)]
+    trained = train_word2vec(SENTENCES, model="cbow", dim=8, epochs=4, min_count=1, subsample=0, batch_size=64,
+                             held_out=SENTENCES[:3])
+    assert len(trained.held_out_losses) == 4 and trained.held_out_losses[-1] < trained.held_out_losses[0]
+    with pytest.raises(ValueError, match="held_out is measured for model='cbow' only"):
+        train_word2vec(SENTENCES, model="skipgram", epochs=1, min_count=1, held_out=SENTENCES[:3])
+
+
 def test_fasttext_gives_unseen_words_a_vector_and_word2vec_refuses():
     ft = train_word2vec(SENTENCES, model="fasttext", dim=8, epochs=2, min_count=1, batch_size=64)
     assert ft.vector("lists").shape == (8,) and "lists" not in ft.index
@@ -265,7 +277,7 @@ def _cos(u, v):
 
 
 def test_analogy_matches_brute_force_3cosadd():
-    from lmbook.embeddings import analogy
+    from lmbook.embedding_eval import analogy
 
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(30, 6)) * rng.uniform(0.2, 5, size=(30, 1))  # lengths must not matter
@@ -278,7 +290,7 @@ def test_analogy_matches_brute_force_3cosadd():
 
 
 def test_analogy_solves_a_planted_offset():
-    from lmbook.embeddings import analogy
+    from lmbook.embedding_eval import analogy
 
     rng = np.random.default_rng(0)
     base, offset = rng.normal(size=(10, 8)), rng.normal(size=8)
@@ -308,7 +320,7 @@ def naive_weat(x, y, a, b):
 
 
 def test_weat_matches_a_naive_implementation():
-    from lmbook.embeddings import weat_scores, weat_test
+    from lmbook.embedding_eval import weat_scores, weat_test
 
     rng = np.random.default_rng(1)
     for n_x, n_y in [(3, 3), (4, 5), (6, 6)]:
@@ -320,7 +332,7 @@ def test_weat_matches_a_naive_implementation():
 
 
 def test_weat_finds_a_planted_association_and_not_a_random_one():
-    from lmbook.embeddings import weat_test
+    from lmbook.embedding_eval import weat_test
 
     rng = np.random.default_rng(2)
     a, b = rng.normal(size=(6, 10)), rng.normal(size=(6, 10))

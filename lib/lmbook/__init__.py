@@ -7,10 +7,14 @@ The package has three layers, and imports point down only:
   ==  =======================================================================================
   1   ``metrics``, ``ngram``
   2   ``edit_distance``, ``cooccurrence``, ``retrieval`` (TF-IDF), ``bm25``, ``ranking``
+  3   ``graphs`` (PageRank), ``textrank``
+  4   ``treebank`` (UD English EWT), ``tagging`` (baseline, HMM, Viterbi), ``neural_tagger`` (BiLSTM)
   5   ``pretokenization``, ``tokenization`` (BPE), ``unigram``, ``gguf_tokenizer``
-  6   ``embeddings``, ``word2vec``, ``hierarchical_softmax``, ``fasttext``
-  7   ``attention``, ``efficient_attention``
-  9   ``normalization``, ``model``, ``training``, ``pretrained``, ``decoding``, ``beam_search``
+  6   ``embeddings``, ``word2vec``, ``hierarchical_softmax``, ``fasttext``, ``embedding_eval``, ``dense_retrieval``
+  7   ``attention``, ``attention_fast``, ``additive_attention``
+  8   ``efficient_attention``
+  9   ``normalization``, ``model``, ``training``, ``pretrained``
+  10  ``decoding``, ``beam_search``
   11  ``kv_cache``, ``inference_cost``
   12  ``positional``, ``rope_scaling``
   15  ``lora``, ``finetuning_cost``

@@ -54,7 +54,8 @@ def mean_pooled_states(model, ids: torch.Tensor, layers) -> np.ndarray:
     """The mean over tokens 1 .. T-1 of the residual stream after each of ``layers``: (len(layers), d), float64.
 
     Token 0 is left out (unless T = 1): a causal model parks attention on the first position, whose state
-    grows a norm a hundred times or more the others' (an "attention sink") and would dominate the mean.
+    grows a norm a hundred times or more the others' (an "attention sink") and would dominate the mean. Start
+    ``ids`` with a BOS token (SmolLM2's tokenizer adds none), so that the token left out is not a word of the text.
     """
     states = hidden_states(model, ids)  # (L + 1, T, d)
     _check_layers(layers, len(states) - 1)

@@ -6,8 +6,7 @@
   frequency. Negatives are drawn from the counts raised to ``power`` (3/4).
 - :class:`WordVectors` holds the result and answers cosine-similarity queries; fastText vectors also cover
   words never seen in training.
-- Evaluating vectors: :func:`analogy` (a : b :: c : ?, by 3CosAdd) and the word-embedding association test
-  (:func:`weat_scores`, :func:`weat_test`: effect size and permutation p-value, Caliskan et al. 2017).
+- Evaluating the vectors (analogies, the association test) is in :mod:`lmbook.embedding_eval`; re-exported here.
 - :func:`fit_sgns_to_counts` (SGNS's optimum is shifted PMI) lives in :mod:`lmbook.word2vec`; re-exported here.
 
 Conventions: words are lowercased tokens of ``lmbook.data.sentences`` made of letters, digits and
@@ -18,13 +17,13 @@ Left out on purpose: GloVe, hogwild multi-threaded SGD, learning-rate decay, phr
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import torch
 
 from . import validate
+from .embedding_eval import analogy, weat_scores, weat_test  # noqa: F401
 from .fasttext import FastText, char_ngrams, ngram_bucket, ngram_index
 from .utils import progress
 from .word2vec import (  # noqa: F401
@@ -39,7 +38,7 @@ from .word2vec import (  # noqa: F401
     skipgram_pairs,
 )
 
-__all__ = ["Word2VecConfig", "WordVectors", "train_word2vec", "analogy", "weat_scores", "weat_test"]
+__all__ = ["Word2VecConfig", "WordVectors", "train_word2vec"]
 
 MODELS = ("skipgram", "cbow", "fasttext")
 
@@ -75,6 +74,7 @@ class WordVectors:
     losses: list[float] = field(default_factory=list)  # mean training loss per epoch
     ngram_vectors: np.ndarray | None = None  # fastText: (buckets, d)
     config: Word2VecConfig | None = None
+    held_out_losses: list[float] = field(default_factory=list)  # CBOW: held-out cross-entropy after each epoch
 
     def __post_init__(self):
         _check_word_vectors(self)
@@ -107,19 +107,21 @@ class WordVectors:
 
 
 def train_word2vec(sentences: list[list[str]], config: Word2VecConfig | None = None, device=None,
-                   **overrides) -> WordVectors:
+                   held_out: list[list[str]] | None = None, **overrides) -> WordVectors:
     """Train skip-gram (SGNS), CBOW or fastText vectors on ``sentences`` (lists of words), chapter 6.
 
     ``train_word2vec(sents, model="cbow", epochs=2)`` overrides fields of :class:`Word2VecConfig`.
-    Deterministic for a given seed on a given device (on the CPU it runs on one thread).
+    ``held_out`` (CBOW only): sentences whose mean cross-entropy, on one fixed subsample, is measured after
+    every epoch into ``held_out_losses``. Deterministic for a given seed on a given device (one CPU thread).
     """
     _check_train_word2vec(sentences, config, device, overrides)
     config = replace(config or Word2VecConfig(), **overrides)  # a copy: the caller's config is left as it was
+    _check_held_out(held_out, config)
     with _one_thread():
-        return _train(sentences, config, torch.device(device or "cpu"))
+        return _train(sentences, config, torch.device(device or "cpu"), held_out)
 
 
-def _train(sentences, config: Word2VecConfig, device: torch.device) -> WordVectors:
+def _train(sentences, config: Word2VecConfig, device: torch.device, held_out=None) -> WordVectors:
     words, counts = build_vocab(sentences, config.min_count)
     index = {w: i for i, w in enumerate(words)}
     rng = np.random.default_rng(config.seed)
@@ -129,15 +131,20 @@ def _train(sentences, config: Word2VecConfig, device: torch.device) -> WordVecto
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     noise = torch.tensor(counts, dtype=torch.float64) ** config.power  # (V,)
     noise /= noise.sum()
-    losses = []
+    losses, held_losses = [], []
+    held = held_out and _to_ids(held_out, index, counts, config.subsample, np.random.default_rng(config.seed + 1))
     for _ in progress(range(config.epochs), desc=config.model):
         ids = _to_ids(sentences, index, counts, config.subsample, rng)  # a fresh subsample each epoch
         losses.append(_epoch(model, optimizer, ids, noise, gen, config, device))
+        if held:
+            with torch.no_grad():
+                ctx, tgt = cbow_examples(held, config.window)
+                held_losses.append(model(torch.from_numpy(ctx).to(device), torch.from_numpy(tgt).to(device)).item())
     with torch.no_grad():
         vectors = model.center.weight[:len(words)].detach() if config.model == "cbow" else model.word_vectors(
             torch.arange(len(words), device=device))
         ngram_vectors = model.ngrams.weight[:-1].detach().cpu().numpy() if config.model == "fasttext" else None
-    return WordVectors(words, vectors.cpu().numpy(), counts, losses, ngram_vectors, config)
+    return WordVectors(words, vectors.cpu().numpy(), counts, losses, ngram_vectors, config, held_losses)
 
 
 def _build_model(config: Word2VecConfig, words: list[str]):
@@ -192,37 +199,6 @@ def _epoch(model, optimizer, ids: list[np.ndarray], noise, gen, config: Word2Vec
     return total / n
 
 
-def analogy(vectors: np.ndarray, a: int, b: int, c: int, k: int = 1) -> list[int]:
-    """a : b :: c : ?  by 3CosAdd (Mikolov et al. 2013c): the k rows x of ``vectors`` (V, d) with the largest
-    cos(x, b - a + c) on unit vectors, a, b and c themselves excluded (as is usual), best first (chapter 6)."""
-    _check_analogy(vectors, a, b, c, k)
-    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)  # (V, d)
-    scores = unit @ (unit[b] - unit[a] + unit[c])  # (V,): cos up to the query's norm, which ranks the same
-    scores[[a, b, c]] = -np.inf
-    return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
-
-
-def weat_scores(targets: np.ndarray, attr_a: np.ndarray, attr_b: np.ndarray) -> np.ndarray:
-    """s(w) = mean_a cos(w, a) - mean_b cos(w, b) for each row w of targets (n, d): how much closer w is to
-    attribute set A (m, d) than to B (m', d) (Caliskan et al. 2017). Float64, shape (n,)."""
-    _check_weat(targets, attr_a, attr_b)
-    unit = [np.asarray(m, np.float64) / np.linalg.norm(m, axis=1, keepdims=True) for m in (targets, attr_a, attr_b)]
-    return (unit[0] @ unit[1].T).mean(1) - (unit[0] @ unit[2].T).mean(1)  # (n,)
-
-
-def weat_test(x: np.ndarray, y: np.ndarray, attr_a: np.ndarray, attr_b: np.ndarray) -> tuple[float, float]:
-    """WEAT: effect size d = (mean_X s - mean_Y s) / std_{X u Y} s (sample std), and the one-sided
-    permutation p-value: the share of the equal-size splits (X', Y') of X u Y whose sum_X' s - sum_Y' s is
-    at least the observed one (all splits enumerated: keep |X u Y| small, at most 20)."""
-    _check_weat_sets(x, y)
-    s = weat_scores(np.concatenate([x, y]), attr_a, attr_b)  # (n_x + n_y,)
-    n_x, total = len(x), s.sum()
-    effect = (s[:n_x].mean() - s[n_x:].mean()) / s.std(ddof=1)
-    observed = 2 * s[:n_x].sum() - total  # sum_X s - sum_Y s
-    stats = [2 * s[list(split)].sum() - total for split in itertools.combinations(range(len(s)), n_x)]
-    p_value = np.mean(np.array(stats) >= observed - 1e-12)
-    return float(effect), float(p_value)
-
 # ----- checks ------------------------------------------------------------------------------------------
 
 def _check_config(c: Word2VecConfig) -> None:
@@ -235,6 +211,16 @@ def _check_config(c: Word2VecConfig) -> None:
     validate.number("lr", c.lr, low=0, low_open=True)
     if c.n_min > c.n_max:
         raise ValueError(f"n_min must be <= n_max, got n_min={c.n_min}, n_max={c.n_max}")
+
+
+def _check_held_out(held_out, config) -> None:
+    if held_out is not None:
+        try:
+            _check_sentences(held_out, 1)
+        except (TypeError, ValueError) as err:  # the same rules as for sentences, under this argument's name
+            raise type(err)(str(err).replace("sentences", "held_out", 1)) from None
+        if config.model != "cbow":
+            raise ValueError(f"held_out is measured for model='cbow' only, got model={config.model!r}")
 
 
 def _check_train_word2vec(sentences, config, device, overrides) -> None:
@@ -283,6 +269,9 @@ def _check_word_vectors(wv: WordVectors) -> None:
     validate.sequence("losses", wv.losses, empty=True, what="numbers")
     for i, loss in enumerate(wv.losses):
         validate.number(f"losses[{i}]", loss)
+    validate.sequence("held_out_losses", wv.held_out_losses, empty=True, what="numbers")
+    for i, loss in enumerate(wv.held_out_losses):
+        validate.number(f"held_out_losses[{i}]", loss)
     if wv.config is not None and not isinstance(wv.config, Word2VecConfig):
         raise TypeError(f"config must be a Word2VecConfig or None, got {validate.describe(wv.config)}")
     if wv.ngram_vectors is not None:
@@ -309,36 +298,3 @@ def _check_k(k) -> None:
         raise TypeError(f"k must be a positive int, got {validate.describe(k)}")
     if k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
-
-
-def _check_analogy(vectors, a, b, c, k) -> None:
-    _check_array("vectors", vectors, 2, "f")
-    if not vectors.size:
-        raise ValueError(f"vectors must be a non-empty (V, d) array, got shape {vectors.shape}")
-    for name, value in (("a", a), ("b", b), ("c", c)):
-        validate.integer(name, value, low=0, high=len(vectors) - 1)
-    if len({a, b, c}) < 3:
-        raise ValueError(f"a, b and c must be three different rows (a : b :: c : ?), got a={a}, b={b}, c={c}")
-    validate.integer("k", k, low=1, high=max(1, len(vectors) - 3))
-
-
-def _check_weat(targets, attr_a, attr_b) -> None:
-    for name, value in (("targets", targets), ("attr_a", attr_a), ("attr_b", attr_b)):
-        _check_array(name, value, 2, "f")
-        if not len(value) or (np.linalg.norm(value, axis=1) == 0).any():
-            raise ValueError(f"{name} must hold at least one non-zero vector per row, got shape {value.shape}")
-    if not targets.shape[1] == attr_a.shape[1] == attr_b.shape[1]:
-        raise ValueError(f"targets, attr_a and attr_b must share the width d, got {targets.shape[1]}, "
-                         f"{attr_a.shape[1]} and {attr_b.shape[1]}")
-
-
-def _check_weat_sets(x, y) -> None:
-    for name, value in (("x", x), ("y", y)):
-        _check_array(name, value, 2, "f")
-        if not value.shape[1]:
-            raise ValueError(f"{name} must hold vectors of width d >= 1, got shape {value.shape}")
-    if x.shape[1] != y.shape[1]:
-        raise ValueError(f"x and y must share the width d, got {x.shape[1]} and {y.shape[1]}")
-    if len(x) < 2 or len(y) < 2 or len(x) + len(y) > 20:
-        raise ValueError(f"x and y must hold at least 2 vectors each and at most 20 together (every split is "
-                         f"enumerated), got {len(x)} and {len(y)}")

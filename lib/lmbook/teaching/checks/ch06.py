@@ -25,6 +25,7 @@ function_check("fasttext_ngrams", lambda: [
     Case(("iterator", 3, 6), hint="all lengths from n_min to n_max, the shorter ones first."),
     Case(("ab", 3, 5), hint="'<ab>' is the whole word, a separate feature: do not list it as an n-gram."),
     Case(("é", 2, 3)),
+    Case(("banana", 3, 3), hint="keep repeated n-grams: 'ana' occurs twice in '<banana>', and fastText keeps both."),
 ])
 
 
@@ -38,6 +39,10 @@ def _cosmul_cases():
     base = rng.normal(size=(12, 5))
     return [
         Case((np.eye(4) + 0.1, 0, 1, 2), hint="leave a, b and c themselves out of the candidates."),
+        Case((np.random.default_rng(2).normal(size=(8, 3)), 0, 1, 2),
+             hint="this is not 3CosAdd: multiply cos'(x, b) cos'(x, c) and divide by cos'(x, a) + 0.001."),
+        Case((np.array([[1, 0, 0], [1, 0.05, 0], [0, 0, 1], [-1, 0, 0], [0.3, 0.3, 1]]), 0, 1, 2),
+             hint="row 3 points away from a, so cos'(x, a) = 0: the denominator needs its + 0.001."),
         Case((base, 0, 1, 2)),
         Case((base * rng.uniform(0.1, 10, size=(12, 1)), 3, 7, 5),
              hint="compare directions: normalise the rows before taking dot products."),
@@ -67,6 +72,8 @@ def _idf_cases():
         Case((["yield", "iterator"], vectors, index, idf), hint="a token without a vector is left out."),
         Case((["yield", "unknown"], vectors, index, idf), hint="no usable token: return zeros of width d."),
         Case(([], vectors, index, idf)),
+        Case((["the", "list"], vectors, index, {"the": 0.0, "list": 0.0}),
+             hint="weights that sum to 0 (every known token has idf 0): return zeros of width d, not 0 / 0."),
     ]
 
 

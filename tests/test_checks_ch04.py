@@ -56,8 +56,8 @@ def bio_any_start(tags):
     "check, good, bad, message",
     [
         ("forward_log_likelihood", forward_log_likelihood, forward_in_probability_space, "underflows"),
-        ("forward_log_likelihood", forward_log_likelihood, forward_transposed, "logsumexp"),
-        ("forward_log_likelihood", forward_log_likelihood, forward_max_not_sum, "logsumexp"),
+        ("forward_log_likelihood", forward_log_likelihood, forward_transposed, "sum c_t"),
+        ("forward_log_likelihood", forward_log_likelihood, forward_max_not_sum, "sum c_t"),
         ("bio_constraints", bio_constraints, bio_ignores_type, "types must match"),
         ("bio_constraints", bio_constraints, bio_any_start, "start[k]"),
     ],
@@ -84,6 +84,29 @@ def test_by_hand_answers(capsys):
     assert verdict(capsys, checks.check_trigram_parameters, 17**3, "trigram_parameters")[0] is True
     passed, out = verdict(capsys, checks.check_trigram_parameters, 17**2, "trigram_parameters")
     assert passed is False and "K * K * K" in out
+    passed, out = verdict(capsys, checks.check_trigram_parameters, 17**2 * 16, "trigram_parameters")
+    assert passed is False and "free" in out
+    right = _viterbi_by_hand()
+    assert verdict(capsys, checks.check_viterbi_by_hand, (right, "NNV"), "viterbi_by_hand")[0] is True
+    assert verdict(capsys, checks.check_viterbi_by_hand, (right, ["N", "N", "V"]), "viterbi_by_hand")[0] is True
+    passed, out = verdict(capsys, checks.check_viterbi_by_hand, (right, "NVV"), "viterbi_by_hand")
+    assert passed is False and "back-pointers" in out
+    assert verdict(capsys, checks.check_viterbi_by_hand, (right, "NN"), "viterbi_by_hand")[0] is False
+
+
+def test_forward_check_rejects_unguarded_logsumexp(capsys):
+    def naive(log_start, log_trans, log_emit):  # max-shift log-sum-exp without the -inf guard
+        def lse(a, axis=None):
+            m = np.max(a, axis=axis, keepdims=True)
+            return np.squeeze(m, axis=axis) + np.log(np.sum(np.exp(a - m), axis=axis))
+
+        log_alpha = log_start + log_emit[0]
+        for t in range(1, len(log_emit)):
+            log_alpha = lse(log_alpha[:, None] + log_trans, axis=0) + log_emit[t]
+        return float(lse(log_alpha))
+
+    with np.errstate(all="ignore"):
+        assert verdict(capsys, checks.check_forward_log_likelihood, naive, "forward_log_likelihood")[0] is False
 
 
 def test_not_attempted(capsys):
@@ -92,3 +115,16 @@ def test_not_attempted(capsys):
 
     checks.check_bio_constraints(stub)
     assert RESULTS["bio_constraints"] is False and "not attempted" in capsys.readouterr().out
+
+
+def test_forward_check_accepts_the_scaled_forward(capsys):
+    def scaled(log_start, log_trans, log_emit):  # Rabiner's scaling: normalise alpha, add up log c_t
+        A, alpha, total = np.exp(log_trans), np.exp(log_start), 0.0
+        for t in range(len(log_emit)):
+            shift = log_emit[t].max()
+            alpha = (alpha if t == 0 else alpha @ A) * np.exp(log_emit[t] - shift)
+            total += np.log(alpha.sum()) + shift
+            alpha = alpha / alpha.sum()
+        return float(total)
+
+    assert verdict(capsys, checks.check_forward_log_likelihood, scaled, "forward_log_likelihood")[0] is True

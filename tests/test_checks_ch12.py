@@ -85,9 +85,9 @@ def test_half_to_interleaved_undoes_the_loader_permutation():
 
 
 def test_full_turns(capsys):
-    checks.check_full_turns(20)
+    checks.check_full_turns(40)
     assert RESULTS["full_turns"] is True
-    checks.check_full_turns(32 - 20)  # counted the planes that do *not* turn
+    checks.check_full_turns(64 - 40)  # counted the planes that do *not* turn
     assert RESULTS["full_turns"] is False and "hint" in capsys.readouterr().out
-    checks.check_full_turns(math.floor(64 * math.log(8192 / (2 * math.pi)) / (2 * math.log(1e5))))  # forgot i = 0
+    checks.check_full_turns(math.floor(128 * math.log(32768 / (2 * math.pi)) / (2 * math.log(1e6))))  # forgot i = 0
     assert RESULTS["full_turns"] is False

@@ -101,3 +101,28 @@ def test_position_losses_average_to_the_evaluation_loss():
 def test_gap_positions():
     pos = PX.gap_positions(1000, 4)
     assert pos.tolist() == [0, 1, 2, 3, 997, 998, 999, 1000]
+
+
+def test_live_extrapolation_refuses_bad_input():
+    with pytest.raises(ValueError, match="schemes must be one of"):
+        PX.live_extrapolation(("rotary",))
+    with pytest.raises(TypeError, match="schemes must be a list"):
+        PX.live_extrapolation("rope")
+    with pytest.raises(ValueError, match="stretch must be one of"):
+        PX.live_extrapolation(("rope",), stretch="ABF")
+    with pytest.raises(ValueError, match="train_length must be an int >= 2"):
+        PX.live_extrapolation(("rope",), train_length=1)
+    with pytest.raises(ValueError, match="lr must be"):
+        PX.live_extrapolation(("rope",), lr=0.0)
+    with pytest.raises(ValueError, match="val_tokens must be an int >= 64"):
+        PX.live_extrapolation(("rope",), eval_lengths=(8, 64), val_tokens=32)
+
+
+def test_live_extrapolation_is_repeatable_and_stretches_only_beyond_the_training_length():
+    kw = dict(train_length=8, eval_lengths=(8, 16), steps=3, val_tokens=64, d_model=16)
+    first = PX.live_extrapolation(("rope", "learned"), stretch="PI", **kw)
+    assert set(first) == {"rope", "rope+PI", "learned"}
+    assert list(first["learned"]) == [8]  # a learned table has no rows past the training length
+    assert first["rope+PI"][8] == first["rope"][8] and first["rope+PI"][16] != first["rope"][16]
+    assert all(1 < p < 1e5 for table in first.values() for p in table.values())
+    assert PX.live_extrapolation(("rope", "learned"), stretch="PI", **kw) == first

@@ -124,7 +124,7 @@ def test_chapter_shape_and_exercise_convention(nb):
 EXERCISE_KINDS = {"drill", "transfer", "proof", "project"}
 RULED = {"01_language_models_and_perplexity", "02_tfidf_bm25_pmi", "03_pagerank_textrank", "04_pos_tagging",
          "05_tokenization", "06_embeddings", "07_attention", "08_efficient_attention", "09_transformer_lm",
-         "10_decoding"}
+         "10_decoding", "12_positional_encodings", "15_lora", "16_dpo"}
 MAX_CELLS = 70
 
 

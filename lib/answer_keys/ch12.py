@@ -10,8 +10,8 @@ from lmbook.teaching.checks import Case
 
 from . import Key
 
-# SmolLM2's RoPE: head_dim 64, base 1e5, 32 planes; plane i has wavelength 2 pi b^(2i/d). Context: 8,192 tokens.
-FULL_TURNS = sum(2 * math.pi * 1e5 ** (2 * i / 64) <= 8192 for i in range(32))
+# head size 128, base 1e6, 64 planes; plane i has wavelength 2 pi b^(2i/d_k). Training windows: 32,768 tokens.
+FULL_TURNS = sum(2 * math.pi * 1e6 ** (2 * i / 128) <= 32768 for i in range(64))
 
 
 def rope_complex(x, positions, base=10000.0):

@@ -7,9 +7,9 @@ from lmbook.teaching.checks import Case
 
 from . import Key
 
-# LoRA with r = 4 on gate_proj, up_proj and down_proj of SmolLM2 (30 blocks, d = 576, d_ff = 1536): r (in + out)
-# per matrix.
-MLP_LORA_COUNT = 30 * 3 * 4 * (576 + 1536)
+# LoRA with r = 16 on gate_proj, up_proj and down_proj of Llama-2-7B (32 blocks, d = 4096, d_ff = 11008):
+# r (in + out) per matrix.
+MLP_LORA_COUNT = 32 * 3 * 16 * (4096 + 11008)
 
 
 def captured_energy(delta, r):

@@ -6,8 +6,8 @@ give the same multiset of outputs. ``lmbook.model`` selects a scheme by name: ``
 (:func:`sinusoidal_encoding`, added to the token embeddings), ``"rope"`` (:func:`apply_rope` on queries
 and keys) and ``"alibi"`` (:func:`alibi_bias`, added to the attention scores).
 
-RoPE (Su et al. 2021). Split the head dimension d into d/2 pairs; pair i at position p is rotated by
-the angle p * theta_i with theta_i = base^(-2i/d), i = 0 .. d/2 - 1. Rotating q at position m and k at
+RoPE (Su et al. 2021). Split the head dimension d into d/2 pairs; pair i at position m is rotated by
+the angle m * theta_i with theta_i = base^(-2i/d), i = 0 .. d/2 - 1. Rotating q at position m and k at
 position n makes their dot product depend on m - n only. Two pairings of the d features are in use:
 
 - ``"half"`` (GPT-NeoX, Llama in transformers): pair i is (x_i, x_{i + d/2});
@@ -40,7 +40,7 @@ PAIRINGS = ("half", "interleaved")
 def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """The fixed table of Vaswani et al. (2017): shape (n_positions, d_model), float32.
 
-    PE[p, 2i] = sin(p * w_i) and PE[p, 2i + 1] = cos(p * w_i), with w_i = base^(-2i/d_model) for
+    PE[m, 2i] = sin(m * w_i) and PE[m, 2i + 1] = cos(m * w_i), with w_i = base^(-2i/d_model) for
     i = 0 .. d_model/2 - 1: the sine and the cosine of a pair share one frequency, and the wavelengths
     2 pi / w_i grow geometrically from 2 pi to just under 2 pi * base. Angles in float64. Chapter 12.
     """
@@ -134,11 +134,11 @@ def alibi_bias(n_heads: int, q_len: int, k_len: int, device=None) -> torch.Tenso
 
 def relative_position_bucket(relative_position: torch.Tensor, bidirectional: bool = True, num_buckets: int = 32,
                              max_distance: int = 128) -> torch.Tensor:
-    """T5's bucket of each relative position j - i (Raffel et al. 2020): integers in [0, num_buckets).
+    """T5's bucket of each relative position n - m (key minus query; Raffel et al. 2020): ints in [0, num_buckets).
 
-    Each bucket owns one learned scalar bias per head. Bidirectional: half of the buckets for j > i, half
-    for j <= i; causal: only j <= i counts (later keys share bucket 0). Within a half of n buckets,
-    distances below n/2 get a bucket each; larger ones share n/2 logarithmically wider buckets up to
+    Each bucket owns one learned scalar bias per head. Bidirectional: half of the buckets for n > m, half
+    for n <= m; causal: only n <= m counts (later keys share bucket 0). Within a half of N buckets,
+    distances below N/2 get a bucket each; larger ones share N/2 logarithmically wider buckets up to
     ``max_distance``, beyond which everything falls into the last bucket. Any shape. Chapter 12.
     """
     _check_buckets(relative_position, bidirectional, num_buckets, max_distance)

@@ -61,12 +61,12 @@ def ntk_inv_freq(head_dim: int, base: float, factor: float) -> torch.Tensor:
 
 def dynamic_inv_freq(head_dim: int, base: float, factor: float, original_max_position_embeddings: int,
                      seq_len: int = 0) -> torch.Tensor:
-    """Dynamic NTK (emozilla 2023): NTK's base from the current length n = max(seq_len, L),
-    b' = b (s n / L - (s - 1))^(d/(d-2)): no change while n <= L. Shape (head_dim // 2,). Chapter 12."""
+    """Dynamic NTK (emozilla 2023): NTK's base from the current length T = max(seq_len, L),
+    b' = b (s T / L - (s - 1))^(d_k/(d_k-2)): no change while T <= L. Shape (head_dim // 2,). Chapter 12."""
     _check_method(head_dim, base, minimum=4, factor=factor,
                   original_max_position_embeddings=original_max_position_embeddings, seq_len=seq_len)
-    L, n = original_max_position_embeddings, max(seq_len, original_max_position_embeddings)
-    return _inv_freq(head_dim, base * (factor * n / L - (factor - 1)) ** (head_dim / (head_dim - 2)))
+    L, T = original_max_position_embeddings, max(seq_len, original_max_position_embeddings)
+    return _inv_freq(head_dim, base * (factor * T / L - (factor - 1)) ** (head_dim / (head_dim - 2)))
 
 
 def yarn_inv_freq(head_dim: int, base: float, factor: float, original_max_position_embeddings: int,
@@ -75,8 +75,8 @@ def yarn_inv_freq(head_dim: int, base: float, factor: float, original_max_positi
     """YaRN's frequencies, "NTK-by-parts" (Peng et al. 2024): theta_i' = (1 - g_i) theta_i / s + g_i theta_i.
 
     g_i from :func:`yarn_ramp` is 1 for planes that turn more than beta_fast times in L tokens (kept) and
-    0 for those that turn less than beta_slow times (interpolated, as PI). Pair it with
-    :func:`yarn_attention_factor`. Shape (head_dim // 2,), float32. Chapter 12.
+    0 for those that turn less than beta_slow times (interpolated, as PI); the paper calls the thresholds
+    beta and alpha. Pair it with :func:`yarn_attention_factor`. Shape (head_dim // 2,), float32. Chapter 12.
     """
     _check_method(head_dim, base, factor=factor, original_max_position_embeddings=original_max_position_embeddings,
                   beta_fast=beta_fast, beta_slow=beta_slow, truncate=truncate, ramp=ramp)
@@ -158,21 +158,21 @@ def rescale_rope(model: nn.Module, method: str, s: float, original_length: int) 
     """A copy of a RoPE ``model`` trained on ``original_length`` tokens, stretched s times by ``method``.
 
     The frequencies come from :func:`scaling_for`; nothing is trained. For YaRN, the attention factor
-    m = 0.1 ln s + 1 multiplies q and k; since RoPE is linear, that is the same as multiplying the rows of
-    W_Q and W_K by m once (the logits grow by m^2). ``model``: an ``lmbook.model.Transformer``. Chapter 12.
+    sqrt(1/t) = 0.1 ln s + 1 multiplies q and k; since RoPE is linear, that is the same as multiplying the rows
+    of W_Q and W_K by it once (the logits grow by 1/t). ``model``: an ``lmbook.model.Transformer``. Chapter 12.
     """
     _check_rescale_rope(model, method, s, original_length)
     stretched = copy.deepcopy(model)  # the trained model stays as it is
     scaling = scaling_for(method, s, original_length)
     stretched.inv_freq = scaled_inv_freq(model.config.head_dim, model.config.rope_base, scaling)  # (d/2,)
     if method == "YaRN" and s > 1:
-        m = yarn_attention_factor(s)
+        factor = yarn_attention_factor(s)  # sqrt(1/t)
         with torch.no_grad():
             for block in stretched.blocks:
                 for proj in (block.attn.q_proj, block.attn.k_proj):
-                    proj.weight.mul_(m)
+                    proj.weight.mul_(factor)
                     if proj.bias is not None:
-                        proj.bias.mul_(m)
+                        proj.bias.mul_(factor)
     return stretched
 
 

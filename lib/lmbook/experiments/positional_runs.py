@@ -135,6 +135,62 @@ def run_tiny(path: str | Path = TINY_PATH, steps: int | None = None) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Experiment 1, live: a smaller version that runs in seconds, with its settings exposed
+# ---------------------------------------------------------------------------------------------------------
+
+def live_extrapolation(schemes=("rope", "alibi"), train_length: int = 32, eval_lengths=(32, 64, 128, 256),
+                       steps: int = 150, stretch: str | None = None, d_model: int = 32, seed: int = 0,
+                       val_tokens: int = 4096, lr: float = 5e-3) -> dict:
+    """Experiment 1 in miniature: {scheme: {length: validation perplexity}}, trained here in seconds.
+
+    One 2-block model of width ``d_model`` (2 heads) per scheme is trained for ``steps`` steps on windows of
+    ``train_length`` words of the manual, in float64 with a learning rate ``lr`` decayed to 0 (with the default,
+    the printed digits hold across CPU code paths; a larger ``lr`` amplifies rounding differences), then
+    evaluated on the first ``val_tokens`` validation words cut into windows of each length.
+    ``stretch`` (one of ``METHODS``) also evaluates the RoPE model stretched by s = length / train_length, as
+    the row "rope+<method>". Chapter 12.
+    """
+    _check_live(schemes, train_length, eval_lengths, steps, stretch, val_tokens, lr)
+    vocab, train_ids, val_ids = word_corpus()
+    val_ids, out = val_ids[: val_tokens + 1], {}
+    for scheme in schemes:
+        torch.manual_seed(seed)
+        model = Transformer(TransformerConfig(vocab_size=len(vocab), context_length=train_length, d_model=d_model,
+                                              n_layers=2, n_heads=2, dropout=0.0, positional=scheme)).double()
+        _train_live(model, train_ids, train_length, steps, seed, lr)
+        out[scheme] = _perplexities(model, val_ids, eval_lengths, train_length)
+        if stretch is not None and scheme == "rope":
+            out[f"rope+{stretch}"] = _perplexities(model, val_ids, eval_lengths, train_length, stretch)
+    return out
+
+
+def _train_live(model, ids, length, steps, seed, lr, batch_size=16):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)  # decays to 0
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        starts = torch.randint(len(ids) - length - 1, (batch_size,), generator=g)
+        batch = torch.stack([ids[s:s + length + 1] for s in starts.tolist()])  # (B, length + 1)
+        loss = F.cross_entropy(model(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+
+
+def _perplexities(model, val_ids, lengths, train_length, method=None):
+    """{length: perplexity}; a learned table has no rows past train_length, so those lengths are left out."""
+    table = {}
+    for n in lengths:
+        if model.config.positional == "learned" and n > train_length:
+            continue
+        m = model if method is None or n <= train_length else rescale_rope(model, method, n / train_length,
+                                                                             train_length)
+        table[n] = math.exp(evaluate(m, val_ids, n))
+    return table
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Experiment 2: SmolLM2 and distances beyond its 8,192-token window
 # ---------------------------------------------------------------------------------------------------------
 
@@ -197,6 +253,21 @@ def _check_run(path, steps=None):
         raise TypeError(f"path must be a file path (a str or a pathlib.Path), got {validate.describe(path)}")
     if steps is not None:
         validate.integer("steps", steps)
+
+
+def _check_live(schemes, train_length, eval_lengths, steps, stretch, val_tokens, lr):
+    validate.strings("schemes", schemes)
+    for scheme in schemes:
+        validate.choice("schemes", scheme, SCHEMES)
+    validate.integer("train_length", train_length, low=2)
+    validate.sequence("eval_lengths", eval_lengths)
+    for n in eval_lengths:
+        validate.integer("eval_lengths", n, low=2)
+    validate.integer("steps", steps)
+    if stretch is not None:
+        validate.choice("stretch", stretch, METHODS)
+    validate.integer("val_tokens", val_tokens, low=max(eval_lengths))
+    validate.number("lr", lr, low=0, low_open=True)
 
 
 def _check_gap(distance, passage):

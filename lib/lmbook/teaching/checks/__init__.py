@@ -4,18 +4,16 @@ Each chapter's checks live in their own module (``ch01`` ...) and are re-exporte
 """
 
 from ._core import RESULTS, Case, check_answer, close, run_check  # noqa: F401
-from .ch01 import (  # noqa: F401
-    check_add_k,
-    check_bits_per_char,
-    check_corpus_perplexity,
-    check_optimal_logit_gap,
-    check_ppl_by_hand,
-)
+from .ch01 import *  # noqa: F401,F403
 from .ch02 import *  # noqa: F401,F403
+from .ch03 import *  # noqa: F401,F403
+from .ch04 import *  # noqa: F401,F403
 from .ch05 import *  # noqa: F401,F403
 from .ch06 import *  # noqa: F401,F403
 from .ch07 import *  # noqa: F401,F403
+from .ch08 import *  # noqa: F401,F403
 from .ch09 import *  # noqa: F401,F403
+from .ch10 import *  # noqa: F401,F403
 from .ch11 import *  # noqa: F401,F403
 from .ch12 import *  # noqa: F401,F403
 from .ch15 import *  # noqa: F401,F403

@@ -8,12 +8,12 @@ from ._core import Case, answer_check, check_answer, function_check, run_check
 
 __all__ = ["check_full_turns", "check_rope_complex", "check_half_to_interleaved_rows", "check_rope_decay"]
 
-answer_check("full_turns", hint="plane i has wavelength 2 pi b^(2i/d); count the planes with wavelength <= 8192, "
-                                "i.e. i <= d ln(8192 / 2 pi) / (2 ln b), counting from i = 0.")
+answer_check("full_turns", hint="plane i has wavelength 2 pi b^(2i/d_k); count the planes with wavelength <= 32768, "
+                                "i.e. i <= d_k ln(32768 / 2 pi) / (2 ln b), counting from i = 0.")
 
 
 def check_full_turns(answer) -> None:
-    """How many of SmolLM2's RoPE planes (head_dim 64, base 1e5) turn at least once in 8,192 tokens."""
+    """How many RoPE planes (head size 128, base 1e6) turn at least once in 32,768 tokens."""
     check_answer("full_turns", answer)
 
 

@@ -11,12 +11,13 @@ __all__ = ["check_mlp_lora_count", "check_captured_energy", "check_lora_from_del
 
 answer_check("mlp_lora_count",
              hint="a LoRA on an in -> out layer trains A (r x in) and B (out x r): r (in + out) numbers. "
-                  "SmolLM2's three MLP matrices are 576 -> 1536, 576 -> 1536 and 1536 -> 576, in 30 blocks.")
+                  "Llama-2-7B's three MLP matrices are 4096 -> 11008, 4096 -> 11008 and 11008 -> 4096, "
+                  "in 32 blocks.")
 
 
 def check_mlp_lora_count(answer) -> None:
-    """Trainable parameters of LoRA with r = 4 on gate_proj, up_proj and down_proj of SmolLM2
-    (30 blocks, d = 576, d_ff = 1536)."""
+    """Trainable parameters of LoRA with r = 16 on gate_proj, up_proj and down_proj of Llama-2-7B
+    (32 blocks, d = 4096, d_ff = 11008)."""
     check_answer("mlp_lora_count", answer)
 
 

@@ -1,7 +1,7 @@
 """The grader against a class of hostile submissions (tests/grading/attacks.py) on chapter 1's exercises.
 
 One batch holds honest solutions, unsolved stubs and every attack. Every attack fails: no stub earns a point,
-nothing leaks or is damaged, and the honest students keep 5/5 in the same batch. The batch always produces its
+nothing leaks or is damaged, and the honest students keep full marks in the same batch. The batch always produces its
 CSV, and survives malformed notebooks, endless loops, floods, memory hogs, fork bombs and its own death.
 Small limits keep it to about two minutes.
 """
@@ -58,6 +58,9 @@ def chapter_one_exercises() -> dict:
     return {**nb, "cells": cells}
 
 
+N_CHECKED = len(grading.exercises_of(chapter_one_exercises()))  # chapter 1's checked exercises, one point each
+
+
 def with_cell(nb: dict, where: str, source: str) -> dict:
     nb = copy.deepcopy(nb)
     nb["cells"].insert(1 if where == "start" else len(nb["cells"]), code(source))
@@ -95,7 +98,7 @@ def batch(tmp_path_factory):
                 "    seen = f'HIDDEN {(count_hw, count_h, vocab_size, k)}'\n    print(seen)\n"
                 "    os.write(_saved, (seen + '\\n').encode())\n"
                 "    for fd in range(3, 30):\n"
-                "        for line in ({'exercise': 'corpus_perplexity', 'outputs': [{'error': seen}]},"
+                "        for line in ({'exercise': 'continuation_probs', 'outputs': [{'error': seen}]},"
                 " {'exercise': 'optimal_logit_gap', 'error': seen}):\n"
                 "            try:\n"
                 "                os.write(fd, (json.dumps(line) + '\\n').encode())\n"
@@ -184,7 +187,7 @@ def has(batch, student, text):
 
 @needs_sandbox
 def test_honest_students_keep_full_marks_in_a_hostile_batch(batch):
-    assert points(batch, "aa_honest") == 5 and points(batch, "zz_honest") == 5
+    assert points(batch, "aa_honest") == N_CHECKED and points(batch, "zz_honest") == N_CHECKED
     assert has(batch, "aa_honest", "an honest line 1999")  # printed freely
     assert points(batch, "zz_stub") == 0  # after the startup-file and installed-package attacks
     assert has(batch, "aa_honest", "ARGS (3, 10, 5, 1.0)")  # the notebook's own self-check
@@ -199,7 +202,7 @@ def test_hidden_inputs_never_leave_the_sandbox(batch):
     assert "HIDDEN (12, 40, 250, 0.5)" not in text and "[12, 40, 250, 0.5]" not in text
     assert "H_0_3_7_0p25" not in text
     # right answers, but for the exercise that raised on a hidden input and the two whose forged lines came first
-    assert points(batch, "ag_leak_hidden_inputs") == 2
+    assert points(batch, "ag_leak_hidden_inputs") == N_CHECKED - 3
     assert has(batch, "find_the_job_in_memory", "JOB") and "0.25]" not in feedback(batch, "find_the_job_in_memory")
 
 
@@ -208,8 +211,8 @@ def test_links_fifos_and_nested_copies_earn_nothing(batch):
     rows = {(r["student"], r["reason"]) for r in batch["rows"]}
     assert points(batch, "ad_link_to_the_reference") == 0 and points(batch, "ae_fifo") == 0
     assert all("not a regular file" in reason for s, reason in rows if s in ("ad_link_to_the_reference", "ae_fifo"))
-    assert [r for r in batch["rows"] if r["student"] == "zz_stub"] and points(batch, "zz_honest") == 5
-    assert len([r for r in batch["rows"] if r["student"] == "zz_honest"]) == 5  # the nested copy is not graded
+    assert [r for r in batch["rows"] if r["student"] == "zz_stub"] and points(batch, "zz_honest") == N_CHECKED
+    assert len([r for r in batch["rows"] if r["student"] == "zz_honest"]) == N_CHECKED  # the nested copy is not graded
 
 
 @needs_sandbox
@@ -296,7 +299,7 @@ def test_killing_the_grader_keeps_the_rows_already_graded_and_leaves_nothing_run
     proc.wait()
     time.sleep(1)
     rows = list(csv.DictReader(grades.open()))
-    assert [r["student"] for r in rows] == ["a"] * 5 and all(r["passed"] == "True" for r in rows)
+    assert [r["student"] for r in rows] == ["a"] * N_CHECKED and all(r["passed"] == "True" for r in rows)
     assert survivors(proc.pid) == []
 
 
@@ -315,14 +318,14 @@ def test_unsandboxed_grading_still_grades_and_limits(tmp_path):
     (tmp_path / "subs" / "s" / CHAPTER).write_text(json.dumps(honest))
     path = grading.grade_all(tmp_path / "subs", tmp_path / "out", tmp_path / "reference",
                              ROOT / "lib" / "answer_keys", limits=LIMITS, cell_timeout=5, use_sandbox=False)
-    assert sum(float(r["points"]) for r in csv.DictReader(path.open())) == 5
+    assert sum(float(r["points"]) for r in csv.DictReader(path.open())) == N_CHECKED
 
 
 def test_exercises_are_read_from_the_reference():
     exercises = grading.exercises_of(chapter_one_exercises(), {"ch01-add-k": 2})
     assert [(e.check_name, e.target) for e in exercises] == [
-        ("ppl_by_hand", "answer"), ("add_k", "add_k_prob"), ("corpus_perplexity", "corpus_perplexity"),
-        ("optimal_logit_gap", "optimal_logit_gap"), ("bits_per_char", "bits_per_char")]
+        ("ppl_by_hand", "answer"), ("add_k", "add_k_prob"), ("continuation_probs", "continuation_probs"),
+        ("ppl_per_word", "answer"), ("optimal_logit_gap", "optimal_logit_gap"), ("char_sequences", "char_sequences")]
     assert exercises[1].points == 2
 
 
@@ -368,7 +371,7 @@ def test_forged_or_malformed_harness_output_earns_nothing_and_never_crashes(stdo
     monkeypatch.setattr(sandbox, "run", lambda *a, **k: sandbox.Outcome(0, stdout, b"", False, False, 0.1))
     (tmp_path / CHAPTER).write_text(json.dumps(chapter_one_exercises()))
     rows, _ = grading.grade_submission(tmp_path / CHAPTER, grader, LIMITS)
-    assert len(rows) == 5 and not any(r["passed"] for r in rows)
+    assert len(rows) == N_CHECKED and not any(r["passed"] for r in rows)
 
 
 def test_flags_stay_short_however_many_cells_deserve_one():
@@ -390,7 +393,7 @@ def test_a_gradescope_submission_is_graded_on_its_assignment_only(tmp_path, monk
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "05_other.ipynb").write_text(json.dumps(chapter_one_exercises()))
     rows, _ = grading.grade_one(tmp_path / "sub", CHAPTER, tmp_path / "ref", ROOT / "lib" / "answer_keys")
-    assert len(rows) == 5 and not any(r["passed"] for r in rows)
+    assert len(rows) == N_CHECKED and not any(r["passed"] for r in rows)
     assert "no notebook named" in rows[0]["reason"]
 
 

@@ -19,8 +19,8 @@ import lmbook.checks as c
 class Sticky(dict):
     def clear(self):
         pass
-c.RESULTS = Sticky({n: True for n in ("ppl_by_hand", "add_k", "corpus_perplexity", "optimal_logit_gap",
-                                      "bits_per_char")})
+c.RESULTS = Sticky({n: True for n in ("ppl_by_hand", "add_k", "continuation_probs", "ppl_per_word",
+                                      "optimal_logit_gap", "char_sequences")})
 import lmbook.teaching.checks._core as core
 core.RESULTS = c.RESULTS
 """),
@@ -47,8 +47,8 @@ import lmbook
     "pre_run_cell_hook": ("start", """
 import lmbook.checks as c
 def cheat(info):
-    c.RESULTS.update(ppl_by_hand=True, add_k=True, corpus_perplexity=True, optimal_logit_gap=True,
-                     bits_per_char=True)
+    c.RESULTS.update(ppl_by_hand=True, add_k=True, continuation_probs=True, ppl_per_word=True,
+                     optimal_logit_gap=True, char_sequences=True)
 get_ipython().events.register("pre_run_cell", cheat)
 get_ipython().events.register("post_run_cell", cheat)
 """),

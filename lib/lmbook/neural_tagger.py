@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from . import validate
+from .tagging import _check_tagged  # the same (words, tags) checks as the HMM's
 
 __all__ = ["TaggerConfig", "TaggerVocab", "BiLSTMTagger", "encode_batch", "train_tagger", "predict_tags"]
 
@@ -152,18 +153,6 @@ def predict_tags(model: BiLSTMTagger, sentences, batch_size: int = 256) -> list[
 
 def _pairs(tagged) -> list[tuple]:
     return [(item.words, item.tags) if hasattr(item, "tags") else tuple(item) for item in tagged]
-
-
-def _check_tagged(tagged) -> None:
-    validate.sequence("tagged", tagged, what="(words, tags) pairs")
-    for i, item in enumerate(tagged):
-        pair = (item.words, item.tags) if hasattr(item, "tags") else item
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"tagged[{i}] must be a (words, tags) pair, got {validate.describe(pair)}")
-        validate.strings(f"tagged[{i}] words", pair[0])
-        validate.strings(f"tagged[{i}] tags", pair[1])
-        if len(pair[0]) != len(pair[1]):
-            raise ValueError(f"tagged[{i}] has {len(pair[0])} words but {len(pair[1])} tags")
 
 
 def _check_config(config) -> None:

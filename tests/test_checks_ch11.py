@@ -9,41 +9,31 @@ from lmbook import checks
 from lmbook.checks import RESULTS
 
 
-def decode_step(q, K_cache, V_cache, k_new, v_new):
-    K, V = torch.cat([K_cache, k_new[None]]), torch.cat([V_cache, v_new[None]])
-    return torch.softmax(K @ q / math.sqrt(q.shape[-1]), dim=0) @ V
+def lookup_draft(ids, n, k):
+    for start in range(len(ids) - n - 1, -1, -1):
+        if ids[start:start + n] == ids[len(ids) - n:]:
+            return list(ids[start + n:start + n + k])
+    return []
 
 
-def decode_step_without_new_token(q, K_cache, V_cache, k_new, v_new):
-    K, V = K_cache, V_cache  # attends only to the past: forgets to append the newest key and value
-    if len(K) == 0:
-        return torch.zeros_like(v_new)
-    return torch.softmax(K @ q / math.sqrt(q.shape[-1]), dim=0) @ V
+def lookup_draft_first_match(ids, n, k):
+    for start in range(len(ids) - n):  # the earliest occurrence instead of the latest
+        if ids[start:start + n] == ids[len(ids) - n:]:
+            return list(ids[start + n:start + n + k])
+    return []
 
 
-def decode_step_unscaled(q, K_cache, V_cache, k_new, v_new):
-    return decode_step(q * math.sqrt(q.shape[-1]), K_cache, V_cache, k_new, v_new)  # no 1/sqrt(d)
+def lookup_draft_matches_itself(ids, n, k):
+    start = len(ids) - n  # the suffix always matches itself: drafts nothing useful
+    for s in range(len(ids) - n, -1, -1):
+        if ids[s:s + n] == ids[start:]:
+            return list(ids[s + n:s + n + k])
+    return []
 
 
-def decode_step_scaled_by_value_size(q, K_cache, V_cache, k_new, v_new):
-    return decode_step(q * math.sqrt(q.shape[-1] / v_new.shape[-1]), K_cache, V_cache, k_new, v_new)
-
-
-def kept_positions(n_tokens, window, n_sinks):
-    return list(range(min(n_sinks, n_tokens))) + list(range(max(n_sinks, n_tokens - window), n_tokens))
-
-
-def kept_positions_window_includes_sinks(n_tokens, window, n_sinks):
-    # the sinks take slots out of the window: only window - n_sinks recent tokens
-    return list(range(min(n_sinks, n_tokens))) + list(range(max(n_sinks, n_tokens - window + n_sinks), n_tokens))
-
-
-def kept_positions_no_sinks(n_tokens, window, n_sinks):
-    return list(range(max(0, n_tokens - window), n_tokens))
-
-
-def kept_positions_sinks_always(n_tokens, window, n_sinks):
-    return list(range(n_sinks)) + list(range(max(n_sinks, n_tokens - window), n_tokens))  # sinks before they exist
+def lookup_draft_pads(ids, n, k):
+    draft = lookup_draft(ids, n, k)
+    return draft + [draft[-1]] * (k - len(draft)) if draft else []  # always k tokens
 
 
 def quantize_per_channel(x):
@@ -72,12 +62,9 @@ def quantize_per_channel_255(x):
 @pytest.mark.parametrize(
     "check, good, bad, message",
     [
-        ("decode_step", decode_step, decode_step_without_new_token, "append the new key"),
-        ("decode_step", decode_step, decode_step_unscaled, "case 1"),
-        ("decode_step", decode_step, decode_step_scaled_by_value_size, "sqrt(d)"),
-        ("kept_positions", kept_positions, kept_positions_window_includes_sinks, "the last `window`"),
-        ("kept_positions", kept_positions, kept_positions_no_sinks, "the sinks are the first"),
-        ("kept_positions", kept_positions, kept_positions_sinks_always, "fewer tokens than sinks"),
+        ("lookup_draft", lookup_draft, lookup_draft_first_match, "most recent"),
+        ("lookup_draft", lookup_draft, lookup_draft_matches_itself, "case 1"),
+        ("lookup_draft", lookup_draft, lookup_draft_pads, "shorter than k"),
         ("quantize_per_channel", quantize_per_channel, quantize_per_token, "axis 0"),
         ("quantize_per_channel", quantize_per_channel, quantize_per_channel_zero_nan, "not NaN"),
         ("quantize_per_channel", quantize_per_channel, quantize_per_channel_255, "case 1"),
@@ -102,20 +89,30 @@ def test_by_hand_answers(capsys):
                                                                                    (0.7, 0.8)]]
     checks.check_kv_example(math.exp(wrong_order[3]) / sum(math.exp(s) for s in wrong_order))  # W^K x, not x W^K
     assert RESULTS["kv_example"] is False
-    checks.check_context_budget(16384)
+    checks.check_context_budget(77672)
     assert RESULTS["context_budget"] is True
-    checks.check_context_budget(40 * 2**30 / (8 * 80 * 8 * 128 * 2))  # keys only
-    assert RESULTS["context_budget"] is False and "K and V" in capsys.readouterr().out
-    checks.check_context_budget(40e9 / (8 * 2 * 80 * 8 * 128 * 2))  # GB instead of GiB
+    checks.check_context_budget(40 * 2**30 // (8 * 2 * 60 * 576 * 2))  # a factor 2 for K and V that MLA does not have
+    assert RESULTS["context_budget"] is False and "no factor 2" in capsys.readouterr().out
+    checks.check_context_budget(40 * 2**30 // (8 * 60 * 512 * 2))  # forgot the rotary key
     assert RESULTS["context_budget"] is False
+    checks.check_context_budget(40e9 // (8 * 60 * 576 * 2))  # GB instead of GiB
+    assert RESULTS["context_budget"] is False
+    checks.check_spec_tokens_per_pass((1 - 0.8**5) / 0.2)
+    assert RESULTS["spec_tokens_per_pass"] is True
+    checks.check_spec_tokens_per_pass(sum(0.8**i for i in range(1, 5)))  # accepted drafts only, no own token
+    assert RESULTS["spec_tokens_per_pass"] is False and "one token of its own" in capsys.readouterr().out
+    checks.check_spec_tokens_per_pass(1 / 0.2)  # the k = infinity limit
+    assert RESULTS["spec_tokens_per_pass"] is False
+    checks.check_spec_tokens_per_pass(1 + 4 * 0.8)  # independent drafts, not a prefix
+    assert RESULTS["spec_tokens_per_pass"] is False
 
 
 def test_stub_and_student_exception_are_reported_not_raised(capsys):
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    checks.check_kept_positions(stub)
-    assert RESULTS["kept_positions"] is False and "not attempted" in capsys.readouterr().out
-    checks.check_decode_step(lambda q, K, V, k, v: K[100])
+    checks.check_lookup_draft(stub)
+    assert RESULTS["lookup_draft"] is False and "not attempted" in capsys.readouterr().out
+    checks.check_lookup_draft(lambda ids, n, k: [ids[100]])
     out = capsys.readouterr().out
-    assert RESULTS["decode_step"] is False and "IndexError" in out
+    assert RESULTS["lookup_draft"] is False and "IndexError" in out

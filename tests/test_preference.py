@@ -427,6 +427,26 @@ def test_rule_and_topic_words():
     assert not E.satisfies_rule("They are small anonymous functions.", True, words)  # topic not named
     assert not E.satisfies_rule("", True, words)
     assert E.topics()["assert"] == "the `assert` statement"
+    # the topic word must appear as a whole word, singular or plural, never inside another word
+    assert E.satisfies_rule("A lambda is an anonymous function.", True, words)
+    assert E.satisfies_rule("It defines classes.", True, ["class"]) and E.satisfies_rule("A class.", True, ["class"])
+    assert not E.satisfies_rule("It is a subclass.", True, ["class"])
+    assert not E.satisfies_rule("It is a passage.", True, ["pass"]) and E.satisfies_rule("Use pass.", True, ["pass"])
+    assert not E.satisfies_rule("A specific format.", True, ["if"]) and not E.satisfies_rule("A model.", True, ["del"])
+
+
+def test_load_runs_relabels_with_the_rule_as_written():
+    from lmbook.experiments import preference_task as E
+
+    runs = E.load_runs()
+    for c in runs["candidates"]["train"][:10]:  # naive re-check, reply by reply
+        for text, reply, label in zip(c["texts"], c["replies"], c["labels"], strict=True):
+            assert label == E.satisfies_rule(text, reply[-1] == E.EOS_ID, c["words"])
+    ev = runs["sweep"][str(runs["main_beta"])]["after"]
+    flat = [x for row in ev["labels"] for x in row]
+    assert ev["rule_rate"] == sum(flat) / len(flat)
+    assert set(runs["relabelled"]) >= {"train", "heldout", "before"}
+    assert all(v >= 0 for v in runs["relabelled"].values())
 
 
 def test_chat_text_is_chatml():
@@ -541,14 +561,36 @@ def test_live_dpo_starts_at_ln2_and_learns_the_rule():
     assert out["loss"][-1] < 0.2
     custom = T.live_dpo(steps=5, rule=lambda text, finished: "a" in text, n_pairs=8)  # a rule of one's own
     assert custom["after"]["rule_rate"] > custom["before"]["rule_rate"]
+    traced = T.live_dpo(beta=0.3, steps=60, rule="topic", n_pairs=32, record_every=20)
+    assert [t["step"] for t in traced["trace"]] == [0, 20, 40, 60]
+    assert traced["trace"][0]["rule_rate"] == out["before"]["rule_rate"]
+    assert traced["trace"][-1]["rule_rate"] == out["after"]["rule_rate"]  # recording changes nothing
+    assert traced["trace"][-1]["seq_kl"] == out["after"]["seq_kl"] and out["trace"] == []
+
+
+def test_live_dpo_with_a_loss_of_ones_own():
+    from lmbook.experiments import dpo_toy as T
+
+    seen = {}
+
+    def reference_free(chosen, rejected, chosen_lengths, rejected_lengths):
+        seen.update(chosen=chosen_lengths, rejected=rejected_lengths)
+        return -torch.nn.functional.logsigmoid(0.3 * (chosen - rejected)).mean()
+
+    out = T.live_dpo(steps=30, rule="finish", n_pairs=16, loss_fn=reference_free)
+    assert seen["chosen"].tolist() == [n + 1.0 for n in out["chosen_lengths"]]  # finished: tokens + end of turn
+    assert seen["rejected"].tolist() == [float(T.MAX_LEN)] * 16  # cut off: MAX_LEN tokens, no end of turn
+    assert out["after"]["rule_rate"] > out["before"]["rule_rate"]
+    assert out["after"]["seq_kl"] != T.live_dpo(steps=30, rule="finish", n_pairs=16)["after"]["seq_kl"]
 
 
 @pytest.mark.parametrize("kwargs, error", [({"beta": 0.0}, ValueError), ({"steps": 0}, ValueError),
                                            ({"rule": "brevity"}, ValueError), ({"rule": 3}, TypeError),
-                                           ({"loss_type": "kto"}, ValueError),
+                                           ({"loss_type": "kto"}, ValueError), ({"record_every": -1}, ValueError),
+                                           ({"loss_fn": "simpo"}, TypeError),
                                            ({"rule": lambda text, finished: False}, ValueError)])
 def test_live_dpo_rejects_bad_arguments(kwargs, error):
     from lmbook.experiments import dpo_toy as T
 
-    with pytest.raises(error, match="beta|steps|rule|loss_type"):
+    with pytest.raises(error, match="beta|steps|rule|loss_type|record_every|loss_fn"):
         T.live_dpo(**kwargs)

@@ -17,32 +17,22 @@ def _kv_example() -> float:
     return torch.softmax(scores, dim=0)[3].item()
 
 
-def decode_step(q, K_cache, V_cache, k_new, v_new):
-    K = torch.cat([K_cache, k_new[None]])  # (t + 1, d)
-    V = torch.cat([V_cache, v_new[None]])
-    return torch.softmax(K @ q / math.sqrt(q.shape[-1]), dim=0) @ V
-
-
-def kept_positions(n_tokens, window, n_sinks):
-    return list(range(min(n_sinks, n_tokens))) + list(range(max(n_sinks, n_tokens - window), n_tokens))
-
-
 def quantize_per_channel(x):
     scale = x.abs().amax(dim=0, keepdim=True) / 127
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     return torch.round(x / scale).clamp(-127, 127) * scale
 
 
-def _hidden_decode_step():
-    g = torch.Generator().manual_seed(20261101)
+def spec_tokens_per_pass(alpha: float = 0.8, k: int = 4) -> float:
+    """E[tokens per target pass] = sum_{i=0}^{k} alpha^i = (1 - alpha^(k+1)) / (1 - alpha)."""
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
 
-    def case(t, d, d_v, scale=1.0):
-        K = torch.randn(t, d, generator=g, dtype=torch.float64)
-        V = torch.randn(t, d_v, generator=g, dtype=torch.float64)
-        q, k, v = (torch.randn(n, generator=g, dtype=torch.float64) * scale for n in (d, d, d_v))
-        return Case((q, K, V, k, v))
 
-    return [case(0, 6, 2), case(1, 3, 3, scale=2.0), case(5, 9, 4), case(12, 2, 7, scale=3.0), case(3, 32, 6)]
+def lookup_draft(ids, n, k):
+    for start in range(len(ids) - n - 1, -1, -1):  # latest first; the suffix itself starts at len - n
+        if ids[start:start + n] == ids[len(ids) - n:]:
+            return list(ids[start + n:start + n + k])
+    return []
 
 
 def _hidden_quantize_per_channel():
@@ -65,15 +55,14 @@ def _hidden_quantize_per_channel():
 
 KEYS = {
     "kv_example": Key(answer=_kv_example()),
-    "context_budget": Key(answer=40 * 2**30 / (8 * 2 * 80 * 8 * 128 * 2)),
-    "decode_step": Key(decode_step, _hidden_decode_step,
-                       giveaways=("scaled_dot_product_attention", "fast_attention", "flash_attention")),
-    "kept_positions": Key(kept_positions, lambda: [
-        Case((2, 5, 3)),  # fewer tokens than sinks
-        Case((11, 7, 4)),  # exactly full
-        Case((12, 7, 4)),  # one more than the slots
-        Case((50, 10, 1)),
-        Case((30, 3, 0)),  # a plain window
-    ]),
+    "context_budget": Key(answer=40 * 2**30 / (8 * 60 * (512 + 64) * 2)),  # DeepSeek-V2: 60 layers of MLA
     "quantize_per_channel": Key(quantize_per_channel, _hidden_quantize_per_channel, giveaways=("quantize_int8",)),
+    "spec_tokens_per_pass": Key(answer=spec_tokens_per_pass(), giveaways=("expected_tokens_per_pass",)),
+    "lookup_draft": Key(lookup_draft, lambda: [
+        Case(([1, 2, 3, 1, 2, 3, 1, 2], 2, 4)),  # a repeating text: the latest match
+        Case(([9, 8, 7, 6, 5], 1, 3)),  # no match
+        Case(([1, 1, 2, 1, 1], 2, 2)),
+        Case(([2, 3, 4, 2, 3, 4, 5, 2, 3, 4], 3, 1)),
+        Case(([5, 5], 1, 3)),
+    ], giveaways=("prompt_lookup_draft",)),
 }

@@ -9,10 +9,13 @@ the T x T matrix of scores, and a way to measure the memory they save.
 - ``flash_attention``: exact attention computed tile by tile with an online softmax, so that only
   block_size x block_size scores exist at any time (FlashAttention's algorithm, not its speed).
 - ``peak_memory``: the bytes of tensors alive at once while a function runs, counted deterministically.
+- ``mla_decode``: one decoding step of multi-head latent attention over a cache of latents, with the keys and
+  values rebuilt or with the up-projections absorbed into the query and the output (chapter 11).
 
 Conventions (shapes, lower-right causal alignment, grouped-query K/V heads) are those of
 ``lmbook.attention``, where grouped- and multi-query attention live (``MultiHeadAttention(n_kv_heads=...)``).
-Left out: fused kernels, latent attention (MLA), learned or content-based sparsity, and backward passes.
+Left out: fused kernels, MLA's training-time form and its decoupled RoPE key, learned or content-based
+sparsity, and backward passes.
 """
 
 from __future__ import annotations
@@ -191,6 +194,45 @@ class _Tracker(TorchDispatchMode):
             self.refs[ptr] += 1
             weakref.finalize(t, self._release, ptr)
         return result
+
+
+# ----- multi-head latent attention at decode time (chapter 11) ------------------------------------------------
+
+def mla_decode(q, latent, W_uk, W_uv, W_o, absorbed: bool = False) -> torch.Tensor:
+    """One decoding step of multi-head latent attention (DeepSeek-V2) over the T cached latents, without the
+    decoupled RoPE part. q (H, d_h): the new token's queries; latent (T, d_c): the cache c^KV; W_uk, W_uv
+    (H, d_c, d_h): the up-projections to each head's keys and values; W_o (H, d_h, d): the output projection.
+
+    Rebuilt: K_h = C W_uk[h], V_h = C W_uv[h], out = sum_h softmax(q_h K_h^T / sqrt(d_h)) V_h W_o[h].
+    Absorbed: q_h K_h^T = (q_h W_uk[h]^T) C^T and a V_h = (a C) W_uv[h], so the scores and the mix run on the
+    latents themselves, and no key or value is ever built. The same output. Chapter 11."""
+    _check_mla(q, latent, W_uk, W_uv, W_o, absorbed)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    if absorbed:
+        q_latent = (q[:, None, :] @ W_uk.transpose(-2, -1))[:, 0]  # (H, d_c): q_h W_uk[h]^T (foldable into W^Q)
+        weights = torch.softmax(q_latent @ latent.T * scale, dim=-1)  # (H, T): scores against the latents
+        z = ((weights @ latent)[:, None, :] @ W_uv)[:, 0]  # (H, d_h): mix the latents, then up-project once
+    else:
+        K, V = latent @ W_uk, latent @ W_uv  # (H, T, d_h) each: every head's keys and values, rebuilt
+        weights = torch.softmax((K @ q[:, :, None])[..., 0] * scale, dim=-1)  # (H, T)
+        z = (weights[:, None, :] @ V)[:, 0]  # (H, d_h)
+    return (z[:, None, :] @ W_o)[:, 0].sum(0)  # (d,): sum over heads of z_h W_o[h]
+
+
+def _check_mla(q, latent, W_uk, W_uv, W_o, absorbed) -> None:
+    for name, t, shape in (("q", q, (None, None)), ("latent", latent, (None, None)), ("W_uk", W_uk, None),
+                           ("W_uv", W_uv, None), ("W_o", W_o, None)):
+        validate.tensor(name, t, ndim=2 if shape else 3)
+        if t.numel() == 0:
+            raise ValueError(f"{name} must not be empty, got shape {tuple(t.shape)}")
+    (H, d_h), d_c = q.shape, latent.shape[1]
+    validate.tensor("W_uk", W_uk, shape=(H, d_c, d_h))
+    validate.tensor("W_uv", W_uv, shape=(H, d_c, None))
+    validate.tensor("W_o", W_o, shape=(H, W_uv.shape[2], None))
+    validate.boolean("absorbed", absorbed)
+
+
+__all__ += ["mla_decode"]
 
 
 # ----- checks: each raises a TypeError or ValueError naming the argument ----------------------------------

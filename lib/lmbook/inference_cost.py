@@ -3,6 +3,8 @@
 - :func:`forward_flops`: the floating-point operations of one forward pass over n_new tokens after n_past
   cached ones, counting the matrix products (which dominate);
 - :func:`fit_exponent`: the slope of log time against log length, to read off linear or quadratic growth;
+- :func:`mla_step_flops`: the FLOPs of one decoding step of multi-head latent attention, with the keys and
+  values rebuilt from the latents or with the up-projections absorbed;
 - :func:`config_sizes`: a model's sizes read from a TransformerConfig, or from a dict of a published
   model's numbers, each checked to be a positive int.
 
@@ -19,7 +21,7 @@ import torch
 
 from . import validate
 
-__all__ = ["forward_flops", "fit_exponent", "config_sizes"]
+__all__ = ["forward_flops", "fit_exponent", "mla_step_flops", "config_sizes"]
 
 FLOP_SIZES = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_ff", "vocab_size")
 
@@ -50,6 +52,20 @@ def fit_exponent(x, y) -> float:
     lx, ly = torch.tensor([math.log(v) for v in x]), torch.tensor([math.log(v) for v in y])
     lx, ly = lx - lx.mean(), ly - ly.mean()
     return float((lx * ly).sum() / (lx * lx).sum())
+
+
+def mla_step_flops(T: int, n_heads: int, head_dim: int, d_c: int, d_model: int, absorbed: bool) -> int:
+    """FLOPs (matrix products) of one MLA decoding step of one layer over T cached latents of size d_c, for H
+    heads of size d_h and the output projection to d (``efficient_attention.mla_decode``).
+
+    Rebuilt:  4 T d_c H d_h (all keys and values) + 4 H T d_h (scores, mix) + 2 H d_h d (output).
+    Absorbed: 2 H d_h d_c (query into the latent space) + 4 H T d_c (scores, mix on the latents)
+              + 2 H d_c d_h (one value up-projection) + 2 H d_h d (output). Chapter 11."""
+    _check_mla_flops(T, n_heads, head_dim, d_c, d_model, absorbed)
+    H, d_h, d = n_heads, head_dim, d_model
+    if absorbed:
+        return 2 * H * d_h * d_c + 4 * H * T * d_c + 2 * H * d_c * d_h + 2 * H * d_h * d
+    return 4 * T * d_c * H * d_h + 4 * H * T * d_h + 2 * H * d_h * d
 
 
 def config_sizes(config, names) -> tuple[int, ...]:
@@ -91,6 +107,12 @@ def _check_flops(config, n_new, n_past) -> None:
     validate.choice("config.ffn", _get(config, "ffn", "swiglu"), ("swiglu", "gelu"))
     validate.integer("n_new", n_new, low=0)
     validate.integer("n_past", n_past, low=0)
+
+
+def _check_mla_flops(T, n_heads, head_dim, d_c, d_model, absorbed) -> None:
+    for name, value in (("T", T), ("n_heads", n_heads), ("head_dim", head_dim), ("d_c", d_c), ("d_model", d_model)):
+        validate.integer(name, value)
+    validate.boolean("absorbed", absorbed)
 
 
 def _check_fit(x, y) -> None:

@@ -19,9 +19,10 @@ And :func:`kv_cache_bytes` (the memory a cache takes), :func:`quantize_int8` (ab
 :func:`cached_nll` (the loss of each token of a text read through a cache). The compute side of the chapter,
 FLOPs per forward pass and fitted growth exponents, is ``lmbook.inference_cost``. Chapter 11.
 
-Left out on purpose: paged caches and prefix sharing (vLLM), re-positioning tokens inside a rolling
-cache (StreamingLLM does it to go beyond the trained context; here positions stay those of the text),
-multi-head latent attention, speculative decoding, and batches of prompts of different lengths.
+Left out on purpose: re-positioning tokens inside a rolling cache (StreamingLLM does it to go beyond the
+trained context; here positions stay those of the text), multi-head latent attention, and batches of prompts
+of different lengths. Paged caches with prefix sharing are ``lmbook.paged_cache``; speculative decoding, which
+rolls the cache back with :meth:`KVCache.crop`, is ``lmbook.speculative``.
 """
 
 from __future__ import annotations
@@ -109,6 +110,12 @@ class KVCache:
     def reset(self) -> None:
         """Forget every token (the buffers stay allocated and are overwritten by the next appends)."""
         self.lengths = [0] * self.n_layers
+
+    def crop(self, n: int) -> None:
+        """Keep the first ``n`` tokens of every layer and forget the rest (speculative decoding rolls rejected
+        draft tokens back this way); the buffers stay allocated. A RollingKVCache cannot crop once it wraps."""
+        _check_crop(self, n)
+        self.lengths = [min(length, n) for length in self.lengths]
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(layers={self.n_layers}, kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, "
@@ -285,6 +292,13 @@ def _check_append(cache: KVCache, layer, k, v) -> None:
         raise ValueError(f"the cache is full: layer {layer} holds {start} of max_len={cache.max_len} tokens and "
                          f"k, v bring {T} more. Make a cache with a larger max_len (or use RollingKVCache, "
                          f"which forgets the oldest tokens)")
+
+
+def _check_crop(cache: KVCache, n) -> None:
+    validate.integer("n", n, low=0)
+    if isinstance(cache, RollingKVCache) and max(cache.lengths) > cache.max_len:
+        raise ValueError(f"n: a rolling cache that has wrapped ({max(cache.lengths)} tokens seen, {cache.max_len} "
+                         f"slots) has overwritten the tokens a crop would need; crop before it is full")
 
 
 def _check_quantize(x) -> None:

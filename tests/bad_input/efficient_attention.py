@@ -26,3 +26,14 @@ CASES = [
 ]
 
 SKIP = {}
+
+
+def _mla():
+    """q (H=2, d_h=4), latent (T=5, d_c=3), W_uk and W_uv (2, 3, 4), W_o (2, 4, 6)."""
+    g = torch.Generator().manual_seed(0)
+    return {"q": torch.randn(2, 4, generator=g), "latent": torch.randn(5, 3, generator=g),
+            "W_uk": torch.randn(2, 3, 4, generator=g), "W_uv": torch.randn(2, 3, 4, generator=g),
+            "W_o": torch.randn(2, 4, 6, generator=g)}
+
+
+CASES.append(Case("mla_decode", lambda: (EA.mla_decode, {**_mla(), "absorbed": True})))  # chapter 11

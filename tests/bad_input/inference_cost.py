@@ -22,3 +22,6 @@ CASES = [
 ]
 
 SKIP = {}
+
+CASES.append(Case("mla_step_flops", lambda: (IC.mla_step_flops, {"T": 5, "n_heads": 2, "head_dim": 4, "d_c": 3,
+                                                                  "d_model": 6, "absorbed": False})))

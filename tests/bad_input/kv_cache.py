@@ -36,6 +36,7 @@ CASES = [
          ok={"k": KV_OK, "v": KV_OK}),
     Case("KVCache.get", lambda: (KV.KVCache(**SIZES).get, {"layer": 0})),
     Case("KVCache.reset", lambda: (KV.KVCache(**SIZES).reset, {})),
+    Case("KVCache.crop", lambda: (KV.KVCache(**SIZES).crop, {"n": 3}), ok={"n": {"zero"}}),  # crop(0) empties
     Case("RollingKVCache", lambda: (KV.RollingKVCache, {"n_layers": 2, "n_kv_heads": 1, "head_dim": 4, "window": 4,
                                                         "n_sinks": 0, "batch": 1, "dtype": torch.float32,
                                                         "device": "cpu"})),

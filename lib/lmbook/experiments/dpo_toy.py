@@ -71,11 +71,14 @@ def _measures(table, ref_table, ids, mask, good, lengths, pair_rows):
 
 
 def live_dpo(beta: float = 0.1, steps: int = 200, rule="topic", n_pairs: int = 64, loss_type: str = "sigmoid",
-             lr: float = 0.05, seed: int = 0) -> dict:
+             lr: float = 0.05, seed: int = 0, record_every: int = 0, loss_fn=None) -> dict:
     """Draw replies from pi_ref, pair a reply that satisfies ``rule`` with one that does not, and run full-batch
     Adam on the DPO loss of a table of logits that starts at pi_ref. ``rule``: a name in RULES or a function
-    (text, finished) -> bool. Returns the pairs' statistics and exact measures before and after."""
-    rule_fn = _check_live(beta, steps, rule, n_pairs, loss_type, lr, seed)
+    (text, finished) -> bool. Returns the pairs' statistics and exact measures before and after; with
+    ``record_every`` = k > 0 also "trace", the exact measures (plus "step") at steps 0, k, 2k, ...
+    ``loss_fn(chosen_logps, rejected_logps, chosen_lengths, rejected_lengths)``, if given, replaces the DPO loss
+    (and beta, loss_type): a reference-free loss of the policy's log-probs and the scored lengths, float64."""
+    rule_fn = _check_live(beta, steps, rule, n_pairs, loss_type, lr, seed, record_every, loss_fn)
     ids, mask, finished = all_replies()
     lengths = mask.sum(1) - finished.long()  # content tokens
     good = torch.tensor([bool(rule_fn("".join(TOKENS[t - 1] for t in row[:n]), bool(f)))
@@ -91,34 +94,45 @@ def live_dpo(beta: float = 0.1, steps: int = 200, rule="topic", n_pairs: int = 6
                          f"for n_pairs={n_pairs}; choose a rule that splits the reference's replies")
     w, lo = wins[:n_pairs], losses[:n_pairs]  # (n_pairs,) row indices of chosen and rejected replies
     pair_rows = torch.cat([w, lo])
+    scored = mask.sum(1).double()  # (N,) tokens scored per reply, the end-of-turn token included
     table = ref_table.clone().requires_grad_(True)  # the policy starts as an exact copy of the reference
     optimizer = torch.optim.Adam([table], lr=lr)
     before = _measures(ref_table, ref_table, ids, mask, good, lengths, pair_rows)
-    history = []
-    for _ in range(steps):
+    history, trace = [], [{"step": 0, **before}] if record_every else []
+    for step in range(1, steps + 1):
         logp = reply_logprobs(table, ids[pair_rows], mask[pair_rows])[0]  # (2 n_pairs,)
-        loss = dpo_loss(logp[:n_pairs], logp[n_pairs:], ref_logp[w], ref_logp[lo], beta, loss_type)[0]
+        if loss_fn is None:
+            loss = dpo_loss(logp[:n_pairs], logp[n_pairs:], ref_logp[w], ref_logp[lo], beta, loss_type)[0]
+        else:
+            loss = loss_fn(logp[:n_pairs], logp[n_pairs:], scored[w], scored[lo])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         history.append(loss.item())
+        if record_every and step % record_every == 0:
+            with torch.no_grad():
+                trace.append({"step": step, **_measures(table, ref_table, ids, mask, good, lengths, pair_rows)})
     with torch.no_grad():
         after = _measures(table, ref_table, ids, mask, good, lengths, pair_rows)
         logp = reply_logprobs(table, ids[pair_rows], mask[pair_rows])[0]
-    return {"before": before, "after": after, "loss": history,
+    return {"before": before, "after": after, "loss": history, "trace": trace,
             "chosen_lengths": lengths[w].tolist(), "rejected_lengths": lengths[lo].tolist(),
             "chosen_shorter": (lengths[w] < lengths[lo]).double().mean().item(),
             "chosen_logp_change": (logp[:n_pairs] - ref_logp[w]).mean().item(),
             "rejected_logp_change": (logp[n_pairs:] - ref_logp[lo]).mean().item()}
 
 
-def _check_live(beta, steps, rule, n_pairs, loss_type, lr, seed) -> Callable:
+def _check_live(beta, steps, rule, n_pairs, loss_type, lr, seed, record_every, loss_fn) -> Callable:
     validate.number("beta", beta, low=0, low_open=True)
     validate.integer("steps", steps, low=1)
     validate.integer("n_pairs", n_pairs, low=1)
     validate.choice("loss_type", loss_type, LOSS_TYPES)
     validate.number("lr", lr, low=0, low_open=True)
     validate.integer("seed", seed, low=0)
+    validate.integer("record_every", record_every, low=0)
+    if loss_fn is not None and not callable(loss_fn):
+        raise TypeError(f"loss_fn must be None or a function (chosen_logps, rejected_logps, chosen_lengths, "
+                        f"rejected_lengths) -> loss, got {validate.describe(loss_fn)}")
     if isinstance(rule, str):
         validate.choice("rule", rule, tuple(RULES))
         return RULES[rule]

@@ -10,7 +10,10 @@ mostly waits for the first):
   256 tokens against one decoding step at that length;
 - ``streaming``: the loss of every token of 1,536 tokens of the manual's "string-methods" page (not in
   the tiny model's training split) read through a full cache, a 256-slot sliding window, 4 attention
-  sinks + a 252-slot window (the same memory), and an int8 cache; and the int8 cache's logit error.
+  sinks + a 252-slot window (the same memory), and an int8 cache; and the int8 cache's logit error;
+- ``cpu_time`` (``python -m lmbook.experiments.kv_cache_sweep cpu_time``, about two minutes): the cached step
+  at positions 256 .. 1024 again, timed by the wall clock and by the CPU time of the thread, once after a real
+  prefill (as ``timing``) and once with a cache filled with random numbers (no prefill), in interleaved rounds.
 
 Timings depend on the machine and its load: the chapter uses their growth with length (fitted
 exponents, ratios), not their absolute values. Takes about an hour on a busy CPU; each part (and each
@@ -103,6 +106,34 @@ def timing(model, text_ids: torch.Tensor) -> dict:
     }
 
 
+CPU_POSITIONS = (256, 384, 512, 768, 1024)
+
+
+@torch.no_grad()
+def cpu_time(model, text_ids: torch.Tensor, rounds: int = 5) -> dict:
+    """Wall and thread-CPU time of one cached step at CPU_POSITIONS, after a real prefill and after filling the
+    cache with random numbers: the same arithmetic (the step's cost does not depend on the values)."""
+    ids = text_ids[None, :max(CPU_POSITIONS) + 1]
+    found = {(kind, p, clock): [] for kind in ("prefill", "random") for p in CPU_POSITIONS
+             for clock in ("wall", "cpu")}
+    for _ in range(rounds):
+        for p in CPU_POSITIONS:
+            for kind in ("prefill", "random"):
+                cache = KVCache.for_model(model, p)
+                if kind == "prefill":
+                    model(ids[:, :p - 1], cache=cache)
+                else:
+                    cache.keys.normal_(), cache.values.normal_()
+                    cache.lengths = [p - 1] * cache.n_layers
+                wall, cpu = time.perf_counter(), time.thread_time()
+                model(ids[:, p - 1:p], cache=cache)
+                found[kind, p, "cpu"].append(time.thread_time() - cpu)
+                found[kind, p, "wall"].append(time.perf_counter() - wall)
+    return {"rounds": rounds, "positions": list(CPU_POSITIONS),
+            **{f"{kind}_{clock}": [round(statistics.median(found[kind, p, clock]), 5) for p in CPU_POSITIONS]
+               for kind in ("prefill", "random") for clock in ("wall", "cpu")}}
+
+
 def streaming(model, text_ids: torch.Tensor, done: dict, save) -> dict:
     """Fill ``done`` (the stored "streaming" part, possibly partial) cache by cache, calling save() after each."""
     ids = text_ids[:STREAM_TOKENS]
@@ -163,7 +194,7 @@ def make_sweep(path: str | Path = SWEEP_PATH, parts=("streaming", "timing")) -> 
         if part == "streaming":
             blob["streaming"] = streaming(model, text_ids, blob.get("streaming", {}), save)
         else:
-            blob[part] = {"timing": timing}[part](model, text_ids)
+            blob[part] = {"timing": timing, "cpu_time": cpu_time}[part](model, text_ids)
         save()
     return blob
 

@@ -6,7 +6,7 @@ down and checked by a program, :func:`satisfies_rule`. A reply is good when it
 
 1. is finished within :data:`MAX_NEW_TOKENS` tokens (the model closes its turn with <|im_end|>),
 2. is one sentence: no line break, and no sentence end (. ! ?) followed by a new sentence,
-3. names the topic: it contains one of the topic's words (:func:`topic_words`).
+3. names the topic: it contains one of the topic's words (:func:`topic_words`) as a whole word.
 
 SmolLM2 itself writes the candidates (4 samples per prompt at temperature 1); the rule labels them; a
 prompt with a good and a bad reply gives preference pairs (:func:`lmbook.dpo.rule_pairs`). The
@@ -90,13 +90,21 @@ def satisfies_rule(reply: str, finished: bool, words) -> bool:
     """The preference rule: the reply is finished, is one sentence, and names the topic (one of ``words``).
 
     One sentence: no line break, and no '.', '!' or '?' (optionally closed by a quote or bracket) followed
-    by a space and a capital letter, where a new sentence would start.
+    by a space and a capital letter, where a new sentence would start. Names the topic: one of ``words`` as a
+    whole word, singular or plural ('class' or 'classes', never the 'class' inside 'subclass').
     """
     _check_rule_args(reply, finished, words)
     text = reply.strip()
     one_sentence = bool(text) and "\n" not in text and re.search(r"[.!?][\"')\]`]*\s+[A-Z]", text) is None
-    named = any(w.rstrip("s") in text.lower() for w in words)
+    named = any(re.search(_word_pattern(w), text.lower()) for w in words)
     return bool(finished and one_sentence and named)
+
+
+def _word_pattern(word: str) -> str:  # 'lambdas' -> r'\blambdas?\b', 'class' -> r'\bclass(es)?\b'
+    word = word.lower()
+    if word.endswith("ss"):
+        return rf"\b{re.escape(word)}(es)?\b"
+    return rf"\b{re.escape(word[:-1] if word.endswith('s') else word)}s?\b"
 
 
 def prompt_messages(topic: str, template: int) -> list[dict]:
@@ -115,10 +123,30 @@ def _save(runs, path=RUNS_PATH):
 
 
 def load_runs(path=RUNS_PATH) -> dict:
-    """The stored results of ``make dpo`` (see the module docstring)."""
+    """The stored results of ``make dpo`` (see the module docstring), with every stored reply labelled again by
+    :func:`satisfies_rule` as written now. ``runs["relabelled"]`` counts the labels that changed per part
+    ("train", "heldout", "before", and each beta); the training pairs are kept as they were trained."""
     _check_path(path)
     with gzip.open(path, "rt", encoding="utf-8") as f:
-        return json.load(f)
+        runs = json.load(f)
+    changed = {}
+    for part, cands in runs["candidates"].items():
+        old = [c["labels"] for c in cands]
+        for c in cands:
+            c["labels"] = [satisfies_rule(x, r[-1] == EOS_ID, c["words"]) for x, r in zip(c["texts"], c["replies"],
+                                                                                           strict=True)]
+        changed[part] = sum(a != b for o, c in zip(old, cands, strict=True) for a, b in zip(o, c["labels"],
+                                                                                            strict=True))
+    words = [c["words"] for c in runs["candidates"]["heldout"]]
+    for name, ev in [("before", runs["before"])] + [(b, s["after"]) for b, s in runs["sweep"].items()]:
+        # a stored True implies a finished reply; the rule as written only ever turns True into False
+        new = [[ok and satisfies_rule(x, True, w) for x, ok in zip(xs, oks, strict=True)]
+               for xs, oks, w in zip(ev["texts"], ev["labels"], words, strict=True)]
+        changed[name] = sum(a != b for o, n in zip(ev["labels"], new, strict=True) for a, b in zip(o, n, strict=True))
+        ev["labels"] = new
+        ev["rule_rate"] = sum(map(sum, new)) / sum(map(len, new))
+    runs["relabelled"] = changed
+    return runs
 
 
 def _prompt_sets(tokenizer):

@@ -6,8 +6,8 @@ import torch
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_kv_example", "check_context_budget", "check_decode_step", "check_kept_positions",
-           "check_quantize_per_channel"]
+__all__ = ["check_kv_example", "check_context_budget", "check_quantize_per_channel", "check_spec_tokens_per_pass",
+           "check_lookup_draft"]
 
 answer_check("kv_example",
              hint="the query is q_4 = x_4 = [0.7, 0.8] (x_5 is not known yet); the keys are k_1, k_2, k_3 from "
@@ -22,54 +22,25 @@ def check_kv_example(answer) -> None:
 
 
 answer_check("context_budget",
-             hint="one token takes 2 (K and V) * layers * K/V heads * head_dim * 2 bytes; 1 GiB = 2^30 bytes, "
-                  "and the budget is shared by 8 sequences.")
+             hint="MLA caches one latent of d_c values and one rotary key of d_h^R values per token and layer, "
+                  "with no factor 2 (the latent serves keys and values); 16-bit values take 2 bytes; "
+                  "1 GiB = 2^30 bytes, and the budget is shared by 8 sequences.")
 
 
 def check_context_budget(answer) -> None:
-    """Tokens per sequence of Llama 2 70B's 16-bit KV cache in 40 GiB with a batch of 8."""
+    """Tokens per sequence of DeepSeek-V2's 16-bit MLA cache in 40 GiB with a batch of 8."""
     check_answer("context_budget", answer)
 
 
-def _decode_step_cases():
-    g = torch.Generator().manual_seed(7)
-
-    def case(t, d, d_v, hint="", scale=1.0):
-        K = torch.randn(t, d, generator=g, dtype=torch.float64)
-        V = torch.randn(t, d_v, generator=g, dtype=torch.float64)
-        q, k, v = (torch.randn(n, generator=g, dtype=torch.float64) * scale for n in (d, d, d_v))
-        return Case((q, K, V, k, v), hint=hint)
-
-    return [
-        case(4, 8, 8, "append the new key and value before attending: the newest token sees itself too."),
-        case(0, 4, 3, "with an empty cache the only key is the new one, so the output is v_new."),
-        case(6, 16, 5, "divide the scores by sqrt(d), d = the size of q and k (not of v)."),
-        case(9, 4, 4, "softmax over the t + 1 keys (dim 0 of the scores), then weight the values.", scale=4.0),
-    ]
+answer_check("spec_tokens_per_pass",
+             hint="a target pass always yields one token of its own (the correction, or the bonus token after k "
+                  "accepted drafts), plus the accepted drafts: the i-th draft counts only if drafts 1 .. i were all "
+                  "accepted, with probability alpha^i; sum alpha^i for i = 0 .. k.")
 
 
-function_check("decode_step", _decode_step_cases, rtol=1e-9, atol=1e-12)
-
-
-def check_decode_step(fn) -> None:
-    """decode_step(q, K_cache, V_cache, k_new, v_new) -> the newest token's output (d_v,)."""
-    run_check("decode_step", fn)
-
-
-function_check("kept_positions", lambda: [
-    Case((5, 8, 2), hint="while the cache is not full it holds every token seen so far."),
-    Case((20, 6, 0), hint="a plain window (no sinks) holds the last `window` positions."),
-    Case((20, 6, 2), hint="the sinks are the first n_sinks positions, and the window the last `window` ones."),
-    Case((8, 6, 2), hint="exactly full: n_sinks + window tokens, all of them kept."),
-    Case((9, 6, 2), hint="one token more than the slots: the oldest non-sink token, position n_sinks, is gone."),
-    Case((3, 4, 4), hint="fewer tokens than sinks: only the tokens seen so far."),
-    Case((1000, 252, 4)),
-])
-
-
-def check_kept_positions(fn) -> None:
-    """kept_positions(n_tokens, window, n_sinks) -> sorted positions held by a rolling cache."""
-    run_check("kept_positions", fn)
+def check_spec_tokens_per_pass(answer) -> None:
+    """Expected tokens per target pass of speculative decoding with k = 4 drafts, each accepted with 0.8."""
+    check_answer("spec_tokens_per_pass", answer)
 
 
 def _quantize_per_channel_cases():
@@ -95,3 +66,21 @@ function_check("quantize_per_channel", _quantize_per_channel_cases, rtol=1e-9, a
 def check_quantize_per_channel(fn) -> None:
     """quantize_per_channel(x (T, d)) -> x dequantized with one absmax / 127 scale per column."""
     run_check("quantize_per_channel", fn)
+
+
+function_check("lookup_draft", lambda: [
+    Case(([5, 6, 7, 8, 5, 6], 2, 3), hint="the last n tokens (5, 6) occur earlier at position 0: draft what "
+                                           "followed them there, up to k tokens."),
+    Case(([1, 2, 3, 4], 2, 3), hint="no earlier occurrence of the last n tokens: return an empty list."),
+    Case(([1, 2, 9, 1, 2, 8, 1, 2], 2, 2), hint="several earlier occurrences: take the most recent one (the one "
+                                                 "that starts latest), not the first."),
+    Case(([4, 4, 4, 4], 1, 5), hint="the match must start before the suffix itself; the draft stops at the end "
+                                     "of the sequence, so it may be shorter than k."),
+    Case(([3, 1, 2, 3], 1, 2), hint="with n = 1 the suffix is the last token alone."),
+    Case(([7], 2, 4), hint="a sequence of at most n tokens has no earlier n-gram: return []."),
+])
+
+
+def check_lookup_draft(fn) -> None:
+    """lookup_draft(ids, n, k) -> the up to k tokens that followed the latest earlier occurrence of the last n."""
+    run_check("lookup_draft", fn)

@@ -28,7 +28,8 @@ def _random_logps(seed: int, n: int = 6, scale: float = 4.0):
 function_check("robust_dpo_loss", lambda: [
     Case((*_random_logps(0), 0.1, 0.0), hint="with eps = 0 this is the plain DPO loss -log sigma(beta h)."),
     Case((*_random_logps(1), 0.1, 0.2),
-         hint="the flipped term enters with a PLUS sign: + eps log sigma(-z) (it is subtracted, unlike cDPO)."),
+         hint="two things to check: the flipped term enters with a PLUS sign, + eps log sigma(-z) (the loss is "
+              "subtracted, unlike cDPO), and the whole numerator is divided by 1 - 2 eps."),
     Case((*_random_logps(2), 0.5, 0.3), hint="divide by 1 - 2 eps, which makes the loss unbiased under flips."),
     Case((*_random_logps(3, n=1), 2.0, 0.1), hint="return the mean over pairs, a 0-d tensor."),
 ], rtol=1e-6, atol=1e-9)

@@ -118,13 +118,10 @@ def test_chapter_shape_and_exercise_convention(nb):
             assert "checks.check_" in src + after, f"{nb.name}: a solution cell has no self-check after it"
 
 
-# Chapters written to the exercise rules (the others join as they are revised): at least five exercises, each
-# labelled with its kinds in a `:class:` line after its `:label:`, with two that transfer, one proof or
-# derivation and one mini-project; and no more than about 70 cells, a chapter a student can finish.
+# Every chapter follows the exercise rules: at least five exercises, each labelled with its kinds in a `:class:`
+# line after its `:label:`, with two that transfer, one proof or derivation and one mini-project; and no more than
+# about 70 cells, a chapter a student can finish.
 EXERCISE_KINDS = {"drill", "transfer", "proof", "project"}
-RULED = {"01_language_models_and_perplexity", "02_tfidf_bm25_pmi", "03_pagerank_textrank", "04_pos_tagging",
-         "05_tokenization", "06_embeddings", "07_attention", "08_efficient_attention", "09_transformer_lm",
-         "10_decoding", "12_positional_encodings", "15_lora", "16_dpo"}
 MAX_CELLS = 70
 
 
@@ -140,7 +137,7 @@ def test_exercise_kinds_are_read_from_the_class_option():
     assert exercise_kinds(md) == {"ch01-a": ["transfer", "proof"], "ch01-b": []}
 
 
-@pytest.mark.parametrize("nb", [n for n in NOTEBOOKS if n.stem in RULED], ids=lambda p: p.stem)
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_exercises_teach_transfer_and_chapters_stay_short(nb):
     d = load(nb)
     assert len(d["cells"]) <= MAX_CELLS, f"{nb.name}: {len(d['cells'])} cells, at most {MAX_CELLS}"

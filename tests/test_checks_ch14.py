@@ -1,0 +1,119 @@
+"""Chapter 14's self-checks accept the right answer and reject plausible wrong ones with a message."""
+
+import math
+
+import numpy as np
+import torch
+from check_helpers import accepts_then_rejects, verdict
+from lmbook import checks
+from lmbook.moe import load_balancing_loss
+
+
+def test_balancing_loss_infimum(capsys):
+    ok, out = verdict(capsys, checks.check_balancing_loss_infimum, 0.875, "balancing_loss_infimum")
+    assert ok and "✓" in out
+    for wrong in (1.0, 0.5, 2.0, 0.75):  # uniform routing, half, collapse, a mistaken optimum
+        assert not verdict(capsys, checks.check_balancing_loss_infimum, wrong, "balancing_loss_infimum")[0]
+
+
+def test_balancing_loss(capsys):
+    def good(logits, top_k):  # the library's torch version is the independent reference here
+        return load_balancing_loss(torch.as_tensor(np.asarray(logits), dtype=torch.float64), top_k).item()
+
+    def hf_convention(logits, top_k):  # f over N tokens: sums to k
+        return top_k * good(logits, top_k)
+
+    accepts_then_rejects(capsys, "balancing_loss", good, hf_convention, "f sums to 1")
+
+    def top_k_then_softmax(logits, top_k):  # P from the softmax over the chosen experts only
+        z = np.asarray(logits, dtype=float)
+        N, E = z.shape
+        chosen = np.argsort(-z, axis=1)[:, :top_k]
+        probs = np.zeros_like(z)
+        for t in range(N):
+            w = np.exp(z[t, chosen[t]])
+            probs[t, chosen[t]] = w / w.sum()
+        f = np.bincount(chosen.ravel(), minlength=E) / (top_k * N)
+        return float(E * (f * probs.mean(0)).sum())
+
+    assert not verdict(capsys, checks.check_balancing_loss, top_k_then_softmax, "balancing_loss")[0]
+
+    def without_e(logits, top_k):
+        return good(logits, top_k) / np.asarray(logits).shape[1]
+
+    assert not verdict(capsys, checks.check_balancing_loss, without_e, "balancing_loss")[0]
+
+
+def _counts(vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, d_expert, n_experts, top_k, tied=False,
+            router=True):
+    per_block = (2 * n_heads + 2 * n_kv_heads) * head_dim * d_model + 2 * d_model
+    per_block += n_experts * 3 * d_model * d_expert + (n_experts * d_model if router else 0)
+    total = (1 if tied else 2) * vocab_size * d_model + n_layers * per_block + d_model
+    return total, total - n_layers * (n_experts - top_k) * 3 * d_model * d_expert
+
+
+def test_moe_counts(capsys):
+    assert verdict(capsys, checks.check_moe_counts, _counts, "moe_counts")[0]
+
+    def d_over_h(vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, d_expert, n_experts, top_k):
+        return _counts(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_model // n_heads, d_expert, n_experts,
+                       top_k)
+
+    accepts_then_rejects(capsys, "moe_counts", _counts, d_over_h, "head_dim")
+
+    def tied(*args):
+        return _counts(*args, tied=True)
+
+    assert not verdict(capsys, checks.check_moe_counts, tied, "moe_counts")[0]
+
+    def active_is_k_over_e(*args):  # scales everything, not only the experts
+        total, _ = _counts(*args)
+        return total, total * args[-1] // args[-2]
+
+    assert not verdict(capsys, checks.check_moe_counts, active_is_k_over_e, "moe_counts")[0]
+
+
+def test_expert_choice(capsys):
+    def good(scores, capacity):  # an independent form: rank each column with a sort of (score, row) pairs
+        scores = np.asarray(scores, dtype=float)
+        gates = np.zeros_like(scores)
+        for e in range(scores.shape[1]):
+            for _, t in sorted(((-s, t) for t, s in enumerate(scores[:, e])))[:capacity]:
+                gates[t, e] = scores[t, e]
+        return gates
+
+    def token_choice(scores, capacity):  # each token picks its top experts instead
+        scores = np.asarray(scores, dtype=float)
+        gates = np.zeros_like(scores)
+        for t, row in enumerate(scores):
+            top = np.argsort(-row)[:capacity]
+            gates[t, top] = row[top]
+        return gates
+
+    accepts_then_rejects(capsys, "expert_choice", good, token_choice, "each expert (column)")
+
+    def ones(scores, capacity):
+        return (good(scores, capacity) > 0).astype(float)
+
+    assert not verdict(capsys, checks.check_expert_choice, ones, "expert_choice")[0]
+
+
+def test_expected_drop_fraction(capsys):
+    def good(n_tokens, n_experts, capacity_factor):  # an independent form: N - E[sum of min(X_e, C)]
+        C, p = math.ceil(capacity_factor * n_tokens / n_experts), 1 / n_experts
+        kept = sum(min(x, C) * math.comb(n_tokens, x) * p**x * (1 - p) ** (n_tokens - x)
+                   for x in range(n_tokens + 1))
+        return (n_tokens - n_experts * kept) / n_tokens
+
+    assert verdict(capsys, checks.check_expected_drop_fraction, good, "expected_drop_fraction")[0]
+
+    def floor_capacity2(n_tokens, n_experts, capacity_factor):
+        C = math.floor(capacity_factor * n_tokens / n_experts)
+        return good(n_tokens, n_experts, C * n_experts / n_tokens)
+
+    accepts_then_rejects(capsys, "expected_drop_fraction", good, floor_capacity2, "round the capacity up")
+
+    def one_expert_only(n_tokens, n_experts, capacity_factor):  # forgets the factor E
+        return good(n_tokens, n_experts, capacity_factor) / n_experts
+
+    assert not verdict(capsys, checks.check_expected_drop_fraction, one_expert_only, "expected_drop_fraction")[0]

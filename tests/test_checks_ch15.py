@@ -9,7 +9,7 @@ def test_mlp_lora_count(capsys):
     ok, out = verdict(capsys, checks.check_mlp_lora_count, 23_199_744, "mlp_lora_count")
     assert ok and "✓" in out
     ok, out = verdict(capsys, checks.check_mlp_lora_count, 32 * 3 * 16 * 4096, "mlp_lora_count")  # only A's side
-    assert not ok and "r (in + out)" in out
+    assert not ok and "A (r x in) and B (out x r)" in out
     assert not verdict(capsys, checks.check_mlp_lora_count, 32 * 3 * 4096 * 11008, "mlp_lora_count")[0]  # full
     assert not verdict(capsys, checks.check_mlp_lora_count, 3 * 16 * (4096 + 11008), "mlp_lora_count")[0]  # 1 block
     assert not verdict(capsys, checks.check_mlp_lora_count, 30 * 3 * 4 * (576 + 1536), "mlp_lora_count")[0]  # SmolLM2

@@ -304,6 +304,9 @@ def test_bad_targets_name_the_unmatched_names():
     assert len(lora.lora_layers(ours)) == 4
     with pytest.raises(ValueError, match="already has a LoRA adapter"):
         lora.add_lora(ours, ["base"], r=2, alpha=4)
+    with pytest.raises(ValueError, match=r"blocks.0.attn.q_proj already has a LoRA adapter; call remove_lora"):
+        lora.add_lora(ours, ["q_proj", "k_proj"], r=2, alpha=4)  # adding the same targets again
+    assert len(lora.lora_layers(ours)) == 4
     with pytest.raises(ValueError, match="no LoRA layers"):
         lora.merge_lora(nn.Sequential(nn.Linear(2, 2)))
 
@@ -347,3 +350,19 @@ def test_measure_training_step_counts_the_tensors_of_a_real_step():
     model.requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable"):
         cost.measure_training_step(model, x)
+
+
+def test_energy_kept_matches_the_error_of_explicit_truncations():
+    g = torch.Generator().manual_seed(3)
+    m = torch.randn(9, 6, generator=g, dtype=torch.float64)
+    u, sv, vh = torch.linalg.svd(m, full_matrices=False)
+    kept = lora.energy_kept(sv[torch.randperm(6, generator=g)])  # any order of the singular values
+    for r in range(1, 7):
+        m_r = u[:, :r] @ torch.diag(sv[:r]) @ vh[:r]  # Eckart-Young: the best rank-r approximation
+        assert kept[r - 1].item() == pytest.approx(1 - (m - m_r).norm().item() ** 2 / m.norm().item() ** 2, abs=1e-12)
+    assert kept[-1].item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="singular_values must be non-negative"):
+        lora.energy_kept(torch.tensor([1.0, -0.5]))
+    with pytest.raises(ValueError, match="singular_values must have 1 dimensions"):
+        lora.energy_kept(m)
+

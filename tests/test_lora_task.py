@@ -64,18 +64,21 @@ def test_evaluate_task_against_a_direct_computation():
     encoded = [(torch.randint(1, 19, (int(n),), generator=g).tolist(), [label_ids[k]] + ([5] if k == 2 else []))
                for n, k in zip(torch.randint(2, 6, (12,), generator=g), [0, 1, 2] * 4, strict=True)]
     m = X.evaluate_task(model, encoded, label_ids, batch_size=5)
-    correct = top1 = 0
+    correct, top1, in_format = [], 0, 0
     nll = n_tok = 0.0
     with torch.no_grad():
         for prompt, answer in encoded:
             logits = model(torch.tensor([prompt + answer]))[0]
             head = logits[len(prompt) - 1]
-            correct += label_ids[head[label_ids].argmax()] == answer[0]
+            correct.append(int(label_ids[head[label_ids].argmax()] == answer[0]))
             top1 += head.argmax().item() == answer[0]
+            in_format += head.argmax().item() in label_ids
             for j, t in enumerate(answer):
                 nll -= F.log_softmax(logits[len(prompt) - 1 + j], -1)[t].item()
                 n_tok += 1
-    assert m["accuracy"] == pytest.approx(correct / 12) and m["top1"] == pytest.approx(top1 / 12)
+    assert m["correct"] == correct and m["accuracy"] == pytest.approx(sum(correct) / 12)
+    assert m["top1"] == pytest.approx(top1 / 12) and m["in_format"] == pytest.approx(in_format / 12)
+    assert 0 < sum(correct) < 12 and m["top1"] <= m["in_format"]  # a case where the order matters
     assert m["answer_ppl"] == pytest.approx(math.exp(nll / n_tok), rel=1e-5)
     assert sum(map(sum, m["confusion"])) == 12
 

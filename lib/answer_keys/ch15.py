@@ -77,7 +77,7 @@ def _hidden_multi_adapter():
 
 KEYS = {
     "mlp_lora_count": Key(answer=MLP_LORA_COUNT),
-    "captured_energy": Key(captured_energy, _hidden_captured_energy),
+    "captured_energy": Key(captured_energy, _hidden_captured_energy, giveaways=("energy_kept",)),
     "lora_from_delta": Key(lora_from_delta, _hidden_lora_from_delta),
     "multi_adapter_forward": Key(multi_adapter_forward, _hidden_multi_adapter),
 }

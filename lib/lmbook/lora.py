@@ -34,7 +34,7 @@ from torch import nn
 from . import validate
 
 __all__ = ["LoRALinear", "add_lora", "merge_lora", "remove_lora", "lora_layers", "lora_state_dict", "load_lora",
-           "disabled"]
+           "disabled", "energy_kept"]
 
 
 class LoRALinear(nn.Module):
@@ -219,6 +219,15 @@ def _switched_off(layers):
             layer.enabled = state
 
 
+def energy_kept(singular_values: torch.Tensor) -> torch.Tensor:
+    """From a matrix's singular values (any order), the share of its squared Frobenius norm that its best
+    rank-r approximation keeps, for r = 1, 2, ...: cumsum(sigma_i^2) / sum(sigma_i^2), float64 (Eckart-Young).
+    Chapter 15."""
+    _check_singular_values(singular_values)
+    sq = singular_values.double().sort(descending=True).values.pow(2)  # (k,)
+    return sq.cumsum(0) / sq.sum()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Checks: each raises a TypeError or ValueError that names the argument
 # ---------------------------------------------------------------------------------------------------------
@@ -277,6 +286,11 @@ def _check_add_lora(model, target_modules, r, alpha, dropout, rslora, seed):
         raise ValueError(f"target_modules pattern {target_modules!r} matches no nn.Linear in the model (a string "
                          f"is a regular expression for whole names like 'blocks.0.attn.q_proj'; pass a list "
                          f"such as ['q_proj'] to match by the last part of the name)")
+    wrapped = [n for n, m in model.named_modules() if isinstance(m, LoRALinear)
+               and not isinstance(target_modules, str) and any(_matches(n, t) for t in target_modules)]
+    if wrapped:
+        raise ValueError(f"{wrapped[0]} already has a LoRA adapter; call remove_lora(model) (or merge_lora) "
+                         f"before adding new adapters")
     unmatched = [] if isinstance(target_modules, str) else [
         t for t in target_modules if not any(_matches(n, t) for n in linear)]
     if unmatched:
@@ -322,3 +336,9 @@ def _check_load(model, state):
             if getattr(layer, part).shape != value.shape:
                 raise ValueError(f"{name}.{part} has shape {tuple(getattr(layer, part).shape)} in the model but "
                                  f"{tuple(value.shape)} in state (a different rank?)")
+
+
+def _check_singular_values(s):
+    validate.tensor("singular_values", s, ndim=1)
+    if s.numel() == 0 or bool((s < 0).any()) or not bool((s > 0).any()):
+        raise ValueError(f"singular_values must be non-negative with at least one > 0, got {s.tolist()[:6]}")

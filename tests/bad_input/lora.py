@@ -43,6 +43,7 @@ CASES = [
     Case("lora_state_dict", lambda: (lora.lora_state_dict, {"model": _adapted()})),
     Case("load_lora", lambda: (lora.load_lora, {"model": _adapted(), "state": lora.lora_state_dict(_adapted())})),
     Case("disabled", lambda: (lora.disabled, {"model": _adapted()})),
+    Case("energy_kept", lambda: (lora.energy_kept, {"singular_values": torch.tensor([3.0, 2.0, 0.5])})),
 ]
 
 SKIP = {

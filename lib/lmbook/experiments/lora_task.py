@@ -218,15 +218,16 @@ def answer_scores(model, encoded, device="cpu"):
 
 @torch.no_grad()
 def evaluate_task(model, encoded, label_first_ids, batch_size: int = 16, device="cpu") -> dict:
-    """accuracy (closed set of the labels' first tokens), top1 (the label's first token beats the whole
-    vocabulary), answer_ppl = exp(mean NLL per answer token), and the confusion counts."""
+    """accuracy (closed set of the labels' first tokens), top1 (the label's first token beats the whole vocabulary),
+    in_format (the top token is some label's first token), answer_ppl = exp(mean NLL per answer token), the
+    confusion counts, and ``correct``: 0/1 per example in the order of ``encoded`` (for paired comparisons)."""
     _check_evaluate(model, encoded, label_first_ids, batch_size, device)
     was_training = model.training
     model.eval()
     label_first_ids = torch.tensor(label_first_ids, device=device)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]) + len(encoded[i][1]))  # less padding
-    correct = top1 = 0
-    nll, n_tokens = 0.0, 0
+    top1 = in_format = 0
+    nll, n_tokens, correct = 0.0, 0, [0] * len(encoded)
     confusion = torch.zeros(len(label_first_ids), len(label_first_ids), dtype=torch.long)
     for start in range(0, len(order), batch_size):
         chunk = [encoded[i] for i in order[start:start + batch_size]]
@@ -236,14 +237,16 @@ def evaluate_task(model, encoded, label_first_ids, batch_size: int = 16, device=
         head = logits[first]  # (b, V): the answer's first position
         truth = (targets[first][:, None] == label_first_ids).float().argmax(1)  # (b,) class index
         guess = head[:, label_first_ids].argmax(1)
-        correct += (guess == truth).sum().item()
+        for i, ok in zip(order[start:start + batch_size], (guess == truth).tolist(), strict=True):
+            correct[i] = int(ok)
         top1 += (head.argmax(1) == targets[first]).sum().item()
+        in_format += torch.isin(head.argmax(1), label_first_ids).sum().item()
         for t, g in zip(truth.tolist(), guess.tolist(), strict=True):
             confusion[t, g] += 1
     model.train(was_training)
     n = len(encoded)
-    return {"accuracy": correct / n, "top1": top1 / n, "answer_ppl": math.exp(nll / n_tokens), "n": n,
-            "confusion": confusion.tolist()}
+    return {"accuracy": sum(correct) / n, "top1": top1 / n, "in_format": in_format / n,
+            "answer_ppl": math.exp(nll / n_tokens), "n": n, "confusion": confusion.tolist(), "correct": correct}
 
 
 def train_task(model, encoded, steps: int, batch_size: int = 8, lr: float = 1e-3, seed: int = 0,
@@ -276,9 +279,7 @@ def train_task(model, encoded, steps: int, batch_size: int = 8, lr: float = 1e-3
     return losses
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Checks: each raises a TypeError or ValueError that names the argument
-# ---------------------------------------------------------------------------------------------------------
+# Checks: each raises a TypeError or ValueError that names the argument ---------------------------------------
 
 def _check_sizes(seed, **sizes):
     validate.integer("seed", seed, low=0)

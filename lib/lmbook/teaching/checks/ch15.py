@@ -10,9 +10,8 @@ from ._core import Case, answer_check, check_answer, function_check, run_check
 __all__ = ["check_mlp_lora_count", "check_captured_energy", "check_lora_from_delta", "check_multi_adapter_forward"]
 
 answer_check("mlp_lora_count",
-             hint="a LoRA on an in -> out layer trains A (r x in) and B (out x r): r (in + out) numbers. "
-                  "Llama-2-7B's three MLP matrices are 4096 -> 11008, 4096 -> 11008 and 11008 -> 4096, "
-                  "in 32 blocks.")
+             hint="a LoRA on an in -> out layer trains A (r x in) and B (out x r). Write down the shape of "
+                  "each MLP matrix from d and d_ff, and count every block.")
 
 
 def check_mlp_lora_count(answer) -> None:

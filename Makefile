@@ -126,7 +126,7 @@ dpo: install
 	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.preference_task
 
 # Chapter 12's length-extrapolation experiments (tiny models with five position schemes, SmolLM2 distance probe):
-# writes lib/lmbook/data/positional_{tiny,smollm2}.json.gz; about an hour on a busy CPU.
+# writes lib/lmbook/data/positional_{tiny,smollm2_passages,live}.json.gz; about an hour on a busy CPU.
 .PHONY: positional
 positional: install
 	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.positional_runs

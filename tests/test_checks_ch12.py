@@ -31,16 +31,25 @@ def rope_complex_ignores_base(x, positions, base=10000.0):
     return rope_complex(x, positions)
 
 
-def half_to_interleaved_rows(w, n_heads):
-    rows, d_in = w.shape
-    return w.reshape(n_heads, 2, rows // n_heads // 2, d_in).transpose(1, 2).reshape(rows, d_in)
+def half_to_interleaved_rows(w, n_heads, rotary_dim):
+    out = w.clone()
+    head_dim = w.shape[0] // n_heads
+    for h in range(n_heads):
+        for i in range(rotary_dim // 2):  # pair i = rows (i, i + r/2) goes to rows (2i, 2i + 1)
+            out[h * head_dim + 2 * i] = w[h * head_dim + i]
+            out[h * head_dim + 2 * i + 1] = w[h * head_dim + i + rotary_dim // 2]
+    return out
 
 
-def half_to_interleaved_rows_whole_matrix(w, n_heads):
-    return half_to_interleaved_rows(w, 1)  # permutes across heads
+def half_to_interleaved_rows_whole_head(w, n_heads, rotary_dim):
+    return half_to_interleaved_rows(w, n_heads, w.shape[0] // n_heads)  # pairs (i, i + d_k/2): ignores rotary_dim
 
 
-def half_to_interleaved_rows_inverse_direction(w, n_heads):
+def half_to_interleaved_rows_whole_matrix(w, n_heads, rotary_dim):
+    return half_to_interleaved_rows(w, 1, rotary_dim)  # treats the matrix as one head
+
+
+def half_to_interleaved_rows_inverse_direction(w, n_heads, rotary_dim):
     return interleaved_to_half_rows(w, n_heads)  # the permutation the other way round
 
 
@@ -62,6 +71,8 @@ def rope_decay_unnormalised(head_dim, base, distances):
     (checks.check_rope_complex, rope_complex, rope_complex_clockwise, "counter-clockwise"),
     (checks.check_rope_complex, rope_complex, rope_complex_half_pairs, "x_{2i}"),
     (checks.check_rope_complex, rope_complex, rope_complex_ignores_base, "base argument"),
+    (checks.check_half_to_interleaved_rows, half_to_interleaved_rows, half_to_interleaved_rows_whole_head,
+     "0, 2, 1, 3, 4, 5, 6, 7"),
     (checks.check_half_to_interleaved_rows, half_to_interleaved_rows, half_to_interleaved_rows_whole_matrix,
      "inside their own head"),
     (checks.check_half_to_interleaved_rows, half_to_interleaved_rows, half_to_interleaved_rows_inverse_direction,
@@ -81,7 +92,26 @@ def test_check_accepts_the_solution_and_rejects_a_mistake(check, good, bad, mess
 
 def test_half_to_interleaved_undoes_the_loader_permutation():
     w = torch.randn(18, 4)
-    torch.testing.assert_close(interleaved_to_half_rows(half_to_interleaved_rows(w, 3), 3), w)
+    torch.testing.assert_close(interleaved_to_half_rows(half_to_interleaved_rows(w, 3, 6), 3), w)
+
+
+def test_partial_rotary_conversion_keeps_the_scores():
+    """The exercise's claim: new rows with interleaved RoPE on the first r coordinates give the old scores."""
+    from lmbook.positional import apply_rope, rope_inv_freq
+
+    d_k, r, x = 16, 4, torch.randn(5, 12, dtype=torch.float64)
+    wq, wk = torch.randn(d_k, 12, dtype=torch.float64), torch.randn(d_k, 12, dtype=torch.float64)
+    pos, theta = torch.arange(5), rope_inv_freq(r)
+
+    def scores(wq, wk, pairing):
+        q, k = x @ wq.T, x @ wk.T
+        q = torch.cat([apply_rope(q[:, :r], pos, theta, pairing), q[:, r:]], 1)
+        k = torch.cat([apply_rope(k[:, :r], pos, theta, pairing), k[:, r:]], 1)
+        return q @ k.T
+
+    new = scores(half_to_interleaved_rows(wq, 1, r), half_to_interleaved_rows(wk, 1, r), "interleaved")
+    torch.testing.assert_close(new, scores(wq, wk, "half"))
+    assert not torch.allclose(scores(wq, wk, "interleaved"), scores(wq, wk, "half"))
 
 
 def test_full_turns(capsys):

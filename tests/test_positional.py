@@ -177,6 +177,17 @@ def test_yarn_paper_ramp_and_code_ramp_agree_only_outside_the_band():
     assert (by_index - by_ratio).abs().max() > 0.1  # they differ inside the band
 
 
+@pytest.mark.parametrize("head_dim, base, L, s, low, high", [(128, 500000.0, 8192, 8.0, 1.0, 4.0),
+                                                         (64, 10000.0, 2048, 4.0, 2.0, 8.0)])
+def test_llama31_rule_is_yarn_paper_ramp_without_temperature(head_dim, base, L, s, low, high):
+    """The chapter's claim: Llama 3.1's rule is YaRN with the ramp in r_i = L / lambda_i and thresholds (low, high)."""
+    llama = rope_inv_freq(head_dim, base, {"type": "llama3", "factor": s, "original_max_position_embeddings": L,
+                                           "low_freq_factor": low, "high_freq_factor": high})
+    yarn = rope_inv_freq(head_dim, base, {"type": "yarn", "factor": s, "original_max_position_embeddings": L,
+                                          "beta_fast": high, "beta_slow": low, "ramp": "ratio"})
+    torch.testing.assert_close(llama, yarn, rtol=1e-6, atol=0)
+
+
 def test_yarn_temperature_values():
     for s, inv_t in [(1, 1.0), (2, 1.1434), (4, 1.2965), (8, 1.4591), (16, 1.6314)]:
         assert yarn_attention_factor(s) ** 2 == pytest.approx(inv_t, abs=5e-5)

@@ -18,11 +18,12 @@ def rope_complex(x, positions, base=10000.0):
     return apply_rope(x, positions, rope_inv_freq(x.shape[-1], base), pairing="interleaved")
 
 
-def half_to_interleaved_rows(w, n_heads):
+def half_to_interleaved_rows(w, n_heads, rotary_dim):
     rows, d_in = w.shape
-    head_dim = rows // n_heads
-    w = w.reshape(n_heads, 2, head_dim // 2, d_in)  # (H, which half, i, d_in)
-    return w.transpose(1, 2).reshape(rows, d_in)  # (H, i, which half, d_in): rows i, i + d/2 side by side
+    heads = w.reshape(n_heads, rows // n_heads, d_in)  # (H, d_k, d_in)
+    order = torch.arange(rotary_dim).reshape(2, rotary_dim // 2).T.flatten()  # 0, r/2, 1, r/2 + 1, ...
+    rotated = heads[:, order]  # (H, r, d_in): rows i and i + r/2 side by side
+    return torch.cat([rotated, heads[:, rotary_dim:]], dim=1).reshape(rows, d_in)  # the other rows stay
 
 
 def rope_decay(head_dim, base, distances):
@@ -44,11 +45,11 @@ def _hidden_rope_complex():
 def _hidden_half_to_interleaved():
     g = torch.Generator().manual_seed(1209)
     return [
-        Case((torch.arange(16.0)[:, None], 2)),  # two heads of 8: rows must not cross the heads
-        Case((torch.arange(6.0)[:, None].expand(6, 3).contiguous(), 1)),  # head of 6: 0, 3, 1, 4, 2, 5
-        Case((torch.randn(32, 3, generator=g), 4)),
-        Case((torch.randn(4, 7, generator=g), 2)),  # heads of size 2: nothing moves
-        Case((torch.randn(12, 2, generator=g, dtype=torch.float64), 1)),
+        Case((torch.arange(16.0)[:, None], 2, 8)),  # two heads of 8, whole heads rotate: rows must not cross heads
+        Case((torch.arange(6.0)[:, None].expand(6, 3).contiguous(), 1, 6)),  # head of 6: 0, 3, 1, 4, 2, 5
+        Case((torch.arange(12.0)[:, None], 1, 4)),  # a quarter of the head rotates: 0, 2, 1, 3, 4, ..., 11
+        Case((torch.randn(32, 3, generator=g), 4, 2)),  # rotary_dim 2: nothing moves
+        Case((torch.randn(40, 2, generator=g, dtype=torch.float64), 2, 8)),
     ]
 
 

@@ -15,7 +15,7 @@ position n makes their dot product depend on m - n only. Two pairings of the d f
 
 They are the same model up to a fixed permutation of the rows of W_Q and W_K (``pretrained.interleaved_to_half_rows``).
 
-Stretching RoPE beyond its training length (position interpolation, NTK, YaRN, Llama 3) is its own module,
+Stretching RoPE beyond its training length (position interpolation, NTK, YaRN, Llama 3.1) is its own module,
 :mod:`lmbook.rope_scaling`; ``rope_inv_freq(..., scaling=...)`` hands a scaling dict on to it.
 
 Chapters 9 and 12. Left out: partial rotary dimensions, multi-dimensional (2-D/3-D) RoPE, DeBERTa's
@@ -54,20 +54,20 @@ def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -
 def rope_inv_freq(head_dim: int, base: float = 10000.0, scaling: dict | None = None) -> torch.Tensor:
     """RoPE's rotation frequencies theta_i = base^(-2i/d), i = 0 .. d/2 - 1: shape (head_dim // 2,), float32.
 
-    Plane i turns by p * theta_i at position p: plane 0 once every 2 pi positions, the last one almost
+    Plane i turns by m * theta_i at position m: plane 0 once every 2 pi positions, the last one almost
     ``base`` times slower. ``scaling`` (chapter 12), a dict such as ``{"type": "linear", "factor": 4.0}``,
     stretches the context; :func:`lmbook.rope_scaling.scaled_inv_freq` reads it. Computed in float32, as
     transformers does, so the angles match its own. Chapters 9 and 12.
     """
     _check_rope_inv_freq(head_dim, base)
     if scaling is not None:
-        return scaled_inv_freq(head_dim, base, scaling)  # chapter 12: PI, NTK, YaRN, Llama 3
+        return scaled_inv_freq(head_dim, base, scaling)  # chapter 12: PI, NTK, YaRN, Llama 3.1
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim  # 2i / d, (d/2,)
     return 1.0 / (base**exponents)  # (d/2,)
 
 
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor, pairing: str = "half"):
-    """Rotate pair i of x at position p by the angle p * theta_i: (a, b) -> (a cos - b sin, b cos + a sin).
+    """Rotate pair i of x at position m by the angle m * theta_i: (a, b) -> (a cos - b sin, b cos + a sin).
 
     x (..., T, d), e.g. (B, H, T, d) or (T, d); positions (T,) integers >= 0, or (B, T) for x (B, H, T, d);
     inv_freq (d/2,), the theta_i of :func:`rope_inv_freq`. Returns a tensor shaped and typed like x.
@@ -81,7 +81,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor,
 
 
 def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype = torch.float32):
-    """cos and sin of the angles p * theta_i, each (*positions.shape, d/2): formed in float32, cast to dtype.
+    """cos and sin of the angles m * theta_i, each (*positions.shape, d/2): formed in float32, cast to dtype.
 
     A model computes them once per forward pass and every layer rotates with them (chapter 9).
     """
@@ -106,9 +106,9 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing:
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """ALiBi's head slopes m_h (Press et al. 2022): shape (n_heads,), float32.
+    """ALiBi's head slopes mu_h (Press et al. 2022): shape (n_heads,), float32.
 
-    For H a power of two, m_h = 2^(-8h/H), h = 1 .. H: a geometric sequence from 2^(-8/H) down to 2^(-8).
+    For H a power of two, mu_h = 2^(-8h/H), h = 1 .. H: a geometric sequence from 2^(-8/H) down to 2^(-8).
     Otherwise take the n = 2^floor(log2 H) slopes of n heads, then the odd-numbered slopes of 2n heads
     (2^(-8k/2n) for k = 1, 3, 5, ...) until there are H. Chapter 12.
     """
@@ -122,9 +122,9 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 def alibi_bias(n_heads: int, q_len: int, k_len: int, device=None) -> torch.Tensor:
     """The ALiBi bias added to the attention scores: shape (n_heads, q_len, k_len), float32.
 
-    bias[h, i, j] = -m_h |i' - j|, where i' = i + (k_len - q_len) is query i's position among the keys
-    (lower-right aligned, as with a KV cache). Under a causal mask only j <= i' is used, and there the bias
-    is -m_h (i' - j): no penalty for the current token, a linear one for each step back. Chapter 12.
+    bias[h, r, n] = -mu_h |m - n| for query row r at position m = r + (k_len - q_len) among the keys and key n
+    (lower-right aligned, as with a KV cache). Under a causal mask only n <= m is used, and there the bias
+    is -mu_h (m - n): no penalty for the current token, a linear one for each step back. Chapter 12.
     """
     _check_alibi_bias(n_heads, q_len, k_len, device)
     query_pos = torch.arange(k_len - q_len, k_len, device=device)[:, None]  # (q_len, 1)

@@ -1,7 +1,7 @@
 """Stretching RoPE beyond its training length: position interpolation, NTK-aware and dynamic NTK scaling, YaRN
-and Llama 3's rule; and a trained RoPE model stretched by one of them.
+and Llama 3.1's rule; and a trained RoPE model stretched by one of them.
 
-A RoPE model trained on windows of L tokens turns plane i by p * theta_i, theta_i = b^(-2i/d)
+A RoPE model trained on windows of L tokens turns plane i by m * theta_i at position m, theta_i = b^(-2i/d)
 (:mod:`lmbook.positional`). Each method here replaces theta_i by theta_i' so that s = ``factor`` times as
 many tokens fit, one function per method, named after transformers' ``rope_type``. :func:`scaled_inv_freq`
 reads transformers-style dicts such as ``{"type": "yarn", "factor": 4.0, "original_max_position_embeddings":
@@ -46,8 +46,8 @@ def scaled_inv_freq(head_dim: int, base: float, scaling: dict | None) -> torch.T
 
 
 def linear_inv_freq(head_dim: int, base: float, factor: float) -> torch.Tensor:
-    """Position interpolation (Chen et al. 2023): theta_i' = theta_i / s, the same as reading position p
-    as p / s, so s L positions fit in the trained range. Shape (head_dim // 2,). Chapter 12."""
+    """Position interpolation (Chen et al. 2023): theta_i' = theta_i / s, the same as reading position m
+    as m / s, so s L positions fit in the trained range. Shape (head_dim // 2,). Chapter 12."""
     _check_method(head_dim, base, factor=factor)
     return _inv_freq(head_dim, base) / factor
 
@@ -125,8 +125,9 @@ def yarn_attention_factor(s: float) -> float:
 
 def llama3_inv_freq(head_dim: int, base: float, factor: float, original_max_position_embeddings: int,
                     low_freq_factor: float = 1.0, high_freq_factor: float = 4.0) -> torch.Tensor:
-    """Llama 3.1's rule: keep planes of wavelength lambda_i < L / high, divide by s those with lambda_i > L / low,
-    and blend linearly in L / lambda_i between. Shape (head_dim // 2,), float32. Chapter 12."""
+    """Llama 3.1's rule (``apply_scaling`` in Meta's llama-models): keep planes of wavelength lambda_i < L / high,
+    divide by s those with lambda_i > L / low, blend linearly in L / lambda_i between: YaRN's ``ramp="ratio"``
+    with beta_slow = low, beta_fast = high and no temperature. Shape (head_dim // 2,), float32. Chapter 12."""
     _check_method(head_dim, base, factor=factor, original_max_position_embeddings=original_max_position_embeddings,
                   low_freq_factor=low_freq_factor, high_freq_factor=high_freq_factor)
     L, low, high = original_max_position_embeddings, low_freq_factor, high_freq_factor

@@ -6,16 +6,20 @@ sinusoidal, RoPE, ALiBi); validation loss at evaluation lengths 128 to 1024 and 
 RoPE model stretched at evaluation time with PI, NTK, NTK-by-parts and YaRN (``rope_scaling.rescale_rope``), and after
 a short fine-tune at length 512.
 
-Experiment 2 (:func:`run_smollm2`): SmolLM2-135M was trained with 8,192-token windows, too long to exceed
-on a CPU in budget. So the probe keeps the real window and cuts the tokens: a 128-token passage of the
+Experiment 2 (:func:`run_smollm2`): SmolLM2-135M-Instruct (Q4_1) has an 8,192-position window, too long to
+exceed on a CPU in budget. So the probe keeps the real window and cuts the tokens: a 128-token passage of the
 manual is read after the 128 tokens that precede it in the manual, but with a jump in the position ids: the
 first context token sits at position 0 and the last scored token at position D, up to 8 x 8,192.
 Only relative positions enter RoPE, so the model meets distances it never saw in training, at the cost
-of a forward pass over 256 tokens. Each method stretches RoPE by s = D / 8192.
+of a forward pass over 256 tokens. Each method stretches RoPE by s = D / 8192. Losses are kept per passage;
+controls: the passage alone under each stretch, and the distant context without its first token or reduced to it.
 
-Run ``make positional`` (``python -m lmbook.experiments.positional_runs [tiny] [smollm2]``); results go to
-``data/positional_tiny.json.gz`` and ``data/positional_smollm2.json.gz`` (read them with :func:`load_results`).
-Left out: longer fine-tunes, other seeds, and SmolLM2 on genuinely long inputs.
+:func:`run_live_seeds` stores :func:`live_extrapolation` with its default settings for five seeds.
+
+Run ``make positional`` (``python -m lmbook.experiments.positional_runs [tiny] [smollm2] [live]``); results go
+to ``data/positional_tiny.json.gz``, ``data/positional_smollm2_passages.json.gz`` and
+``data/positional_live.json.gz`` (read them with :func:`load_results`). Left out: longer fine-tunes, other
+seeds of experiment 1 (one seed per scheme), and SmolLM2 on genuinely long inputs.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from ..rope_scaling import rescale_rope
 from ..training import TrainConfig, evaluate, train
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-TINY_PATH, SMOLLM2_PATH = DATA / "positional_tiny.json.gz", DATA / "positional_smollm2.json.gz"
+TINY_PATH, LIVE_PATH = DATA / "positional_tiny.json.gz", DATA / "positional_live.json.gz"
+SMOLLM2_PATH = DATA / "positional_smollm2_passages.json.gz"
 
 # the tiny model: 2 blocks of width 64, 4 heads of size 16 (8 RoPE planes); trained on 128-token windows
 TINY_POSITIONAL = dict(context_length=128, d_model=64, n_layers=2, n_heads=4, dropout=0.0)
@@ -164,6 +169,18 @@ def live_extrapolation(schemes=("rope", "alibi"), train_length: int = 32, eval_l
     return out
 
 
+def run_live_seeds(path: str | Path = LIVE_PATH, seeds=(0, 1, 2, 3, 4)) -> dict:
+    """:func:`live_extrapolation` with its defaults and ``stretch="YaRN"``, once per seed; writes ``path``."""
+    _check_run(path)
+    validate.sequence("seeds", seeds)
+    runs = {str(seed): live_extrapolation(stretch="YaRN", seed=seed) for seed in seeds}
+    out = {"settings": "live_extrapolation defaults, stretch='YaRN'", "seeds": list(seeds),
+           "runs": {seed: {name: {str(n): round(v, 4) for n, v in t.items()} for name, t in r.items()}
+                    for seed, r in runs.items()}}
+    _save(path, out)
+    return out
+
+
 def _train_live(model, ids, length, steps, seed, lr, batch_size=16):
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)  # decays to 0
@@ -196,7 +213,7 @@ def _perplexities(model, val_ids, lengths, train_length, method=None):
 
 SMOLLM2_WINDOW = 8192
 GAP_PASSAGE = 128            # tokens in the context passage and in the scored passage
-GAP_SAMPLES = 4              # passages (a batch)
+GAP_SAMPLES = 8              # passages (a batch)
 GAP_DISTANCES = (1024, 2048, 4096, 8192, 16384, 32768, 65536)  # largest query-key distance D
 
 
@@ -208,40 +225,50 @@ def gap_positions(distance: int, passage: int = GAP_PASSAGE) -> torch.Tensor:
 
 @torch.no_grad()
 def _passage_loss(model, batch, positions, scored):
-    """Mean loss of the last ``scored`` tokens of each row of ``batch`` (b, T), read at ``positions`` (T,)."""
+    """Mean loss of the last ``scored`` tokens of each row of ``batch`` (b, T), read at ``positions`` (T,): (b,)."""
     logits = model(batch[:, :-1], positions[:-1]).float()  # (b, T - 1, V)
     nll = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], reduction="none")  # (b, T - 1)
-    return nll[:, -scored:].mean().item()
+    return nll[:, -scored:].mean(1)
 
 
-def run_smollm2(path: str | Path = SMOLLM2_PATH) -> dict:
-    """Experiment 2 (see the module docstring); writes ``path`` and returns the results."""
-    _check_run(path)
+def run_smollm2(path: str | Path = SMOLLM2_PATH, samples: int = GAP_SAMPLES) -> dict:
+    """Experiment 2 (see the module docstring), ``samples`` passages; writes ``path`` and returns the results."""
+    _check_run(path, samples)
     from .. import data
     from ..pretrained import load_smollm2
     from ..tokenization import BPETokenizer
 
     model, tokenizer = load_smollm2(), BPETokenizer.from_gguf()
     ids = torch.tensor(tokenizer.encode("\n\n".join(data.split("validation").values())))
-    P = GAP_PASSAGE
-    starts = [int(i * (len(ids) - 2 * P) / GAP_SAMPLES) for i in range(GAP_SAMPLES)]
+    P, W = GAP_PASSAGE, SMOLLM2_WINDOW
+    starts = [int(i * (len(ids) - 2 * P) / samples) for i in range(samples)]
     batch = torch.stack([ids[s:s + 2 * P] for s in starts])  # (samples, 2P): context passage, scored passage
     rows, start = [], time.perf_counter()
 
-    def record(name, distance, method, loss):
-        rows.append({"setting": name, "distance": distance, "method": method, "loss": round(loss, 5)})
-        print(f"{name:>12} D={distance:6d} {method:>5}: loss {loss:.4f} (ppl {math.exp(loss):.2f})", flush=True)
+    def record(name, distance, method, tokens, positions, s=1.0):
+        m = model if method == "RoPE" else rescale_rope(model, method, s, W)
+        losses = _passage_loss(m, tokens, positions, P - 1)  # (samples,)
+        rows.append({"setting": name, "distance": distance, "method": method, "s": s,
+                     "loss": round(losses.mean().item(), 5), "losses": [round(x, 5) for x in losses.tolist()]})
+        print(f"{name:>12} D={distance:6d} {method:>12} s={s:g}: ppl {math.exp(losses.mean().item()):.2f}", flush=True)
 
-    record("alone", P - 1, "RoPE", _passage_loss(model, batch[:, P:], torch.arange(P), P - 1))
-    record("contiguous", 2 * P - 1, "RoPE", _passage_loss(model, batch, torch.arange(2 * P), P - 1))
+    record("alone", P - 1, "RoPE", batch[:, P:], torch.arange(P))
+    for s in (2.0, 4.0, 8.0):  # the passage alone, read with stretched frequencies: local damage only
+        for method in METHODS:
+            record("alone", P - 1, method, batch[:, P:], torch.arange(P), s)
+    record("contiguous", 2 * P - 1, "RoPE", batch, torch.arange(2 * P))
     for distance in GAP_DISTANCES:
-        s = distance / SMOLLM2_WINDOW
-        for method in ("RoPE", *METHODS) if s > 1 else ("RoPE",):
-            stretched = rescale_rope(model, method, s, SMOLLM2_WINDOW)
-            record("gap", distance, method, _passage_loss(stretched, batch, gap_positions(distance, P), P - 1))
-            del stretched
-    out = {"window": SMOLLM2_WINDOW, "passage": P, "samples": GAP_SAMPLES, "starts": starts,
-           "scored_tokens": GAP_SAMPLES * (P - 1), "rows": rows, "seconds": round(time.perf_counter() - start, 1)}
+        s = max(1.0, distance / W)
+        record("gap", distance, "RoPE", batch, gap_positions(distance, P))
+        for method in METHODS if s > 1 else ():
+            record("gap", distance, method, batch, gap_positions(distance, P), s)
+    for distance in (4096, 16384, 65536):  # plain RoPE: the distant context without its first token, or only it
+        at = gap_positions(distance, P)
+        record("gap, no first token", distance, "RoPE", batch[:, 1:], at[1:])
+        record("gap, first token only", distance, "RoPE", torch.cat([batch[:, :1], batch[:, P:]], 1),
+               torch.cat([at[:1], at[P:]]))
+    out = {"window": W, "passage": P, "samples": samples, "starts": starts, "scored_tokens": samples * (P - 1),
+           "rows": rows, "seconds": round(time.perf_counter() - start, 1)}
     _save(path, out)
     return out
 
@@ -289,8 +316,10 @@ if __name__ == "__main__":  # make positional
     import sys
 
     torch.set_num_threads(int(os.environ.get("LMBOOK_THREADS", "2")))
-    which = sys.argv[1:] or ["tiny", "smollm2"]
+    which = sys.argv[1:] or ["tiny", "smollm2", "live"]
     if "tiny" in which:
         run_tiny()
     if "smollm2" in which:
         run_smollm2()
+    if "live" in which:
+        run_live_seeds()

@@ -44,11 +44,16 @@ def _half_to_interleaved_cases():
     g = torch.Generator().manual_seed(9)
     labelled = torch.arange(8.0)[:, None]  # one head of size 8, row r holds the number r
     return [
-        Case((labelled, 1), hint="within a head, row i and row i + d/2 form pair i and must become rows 2i and "
-                                 "2i + 1: the result reads 0, 4, 1, 5, 2, 6, 3, 7."),
-        Case((torch.arange(12.0)[:, None].expand(12, 3).contiguous(), 3),
-             hint="rows move only inside their own head: each head of size 4 becomes (0, 2, 1, 3) + offset."),
-        Case((torch.randn(24, 5, generator=g), 2)),
+        Case((labelled, 1, 8), hint="with rotary_dim = d_k the whole head rotates: row i and row i + d_k/2 form "
+                                    "pair i and must become rows 2i and 2i + 1, so the result reads "
+                                    "0, 4, 1, 5, 2, 6, 3, 7."),
+        Case((labelled, 1, 4), hint="only the first rotary_dim rows of a head rotate, in pairs (i, i + rotary_dim/2): "
+                                    "with rotary_dim = 4 the result reads 0, 2, 1, 3, 4, 5, 6, 7; the rest "
+                                    "stays."),
+        Case((torch.arange(16.0)[:, None].expand(16, 3).contiguous(), 2, 4),
+             hint="rows move only inside their own head: each head of size 8 becomes (0, 2, 1, 3, 4, 5, 6, 7) + "
+                  "offset."),
+        Case((torch.randn(24, 5, generator=g), 2, 6)),
     ]
 
 
@@ -56,7 +61,7 @@ function_check("half_to_interleaved_rows", _half_to_interleaved_cases)
 
 
 def check_half_to_interleaved_rows(fn) -> None:
-    """half_to_interleaved_rows(w, n_heads): W_Q or W_K rows from the half pairing to the interleaved one."""
+    """half_to_interleaved_rows(w, n_heads, rotary_dim): W_Q or W_K rows, partial rotary, half -> interleaved."""
     run_check("half_to_interleaved_rows", fn)
 
 

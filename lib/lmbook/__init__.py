@@ -15,8 +15,10 @@ The package has three layers, and imports point down only:
   8   ``efficient_attention``
   9   ``normalization``, ``model``, ``training``, ``pretrained``
   10  ``decoding``, ``beam_search``
-  11  ``kv_cache``, ``inference_cost``
+  11  ``kv_cache``, ``inference_cost``, ``paged_cache``, ``batching``, ``speculative``
   12  ``positional``, ``rope_scaling``
+  13  ``seq2seq``, ``spelling``
+  14  ``moe``
   15  ``lora``, ``finetuning_cost``
   16  ``preference``, ``dpo``
   ==  =======================================================================================

@@ -16,5 +16,7 @@ from .ch09 import *  # noqa: F401,F403
 from .ch10 import *  # noqa: F401,F403
 from .ch11 import *  # noqa: F401,F403
 from .ch12 import *  # noqa: F401,F403
+from .ch13 import *  # noqa: F401,F403
+from .ch14 import *  # noqa: F401,F403
 from .ch15 import *  # noqa: F401,F403
 from .ch16 import *  # noqa: F401,F403

@@ -17,7 +17,7 @@ def test_repetition_penalty_prob(capsys):
     divided_all = torch.tensor([1.5, 1.0, -0.5, 0.5])  # divides the negative logit too
     ok, out = verdict(capsys, checks.check_repetition_penalty_prob, divided_all.softmax(0)[0].item(),
                       "repetition_penalty_prob")
-    assert not ok and "multiplied" in out
+    assert not ok and "negative logit" in out
     no_penalty = torch.tensor([3.0, 1.0, -1.0, 0.5]).softmax(0)[0].item()
     assert not verdict(capsys, checks.check_repetition_penalty_prob, no_penalty, "repetition_penalty_prob")[0]
 
@@ -50,6 +50,17 @@ def test_beam_search_table(capsys):
         return beams[0][1][1:]
 
     assert not verdict(capsys, checks.check_beam_search_table, best_per_beam, "beam_search_table")[0]
+
+    def best_extension_of_each_beam(log_probs, start, length, beam_width):  # every token at first, then one each
+        beams = [(0.0, [start])]
+        for step in range(length):
+            grown = [[(s + log_probs[seq[-1]][v], seq + [v]) for v in range(len(log_probs))] for s, seq in beams]
+            candidates = grown[0] if step == 0 else [max(options, key=lambda c: c[0]) for options in grown]
+            beams = sorted(candidates, key=lambda c: -c[0])[:beam_width]
+        return beams[0][1][1:]
+
+    ok, out = verdict(capsys, checks.check_beam_search_table, best_extension_of_each_beam, "beam_search_table")
+    assert not ok and "second-best" in out
 
     def with_start(log_probs, start, length, beam_width):
         return [start] + brute_then_beam(log_probs, start, length, beam_width)

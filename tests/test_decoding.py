@@ -177,8 +177,9 @@ def test_beam_search_with_one_beam_is_greedy(llama):
     assert torch.equal(beam_search(ours, prompt, 9, num_beams=1)[0], D.generate(ours, prompt, 9))
 
 
-def test_wider_beams_never_find_a_less_likely_sequence(llama):
-    """Without EOS all candidates have the same length; a wider beam's best is at least as probable."""
+def test_wider_beams_find_no_less_likely_sequence_on_this_instance(llama):
+    """Without EOS all candidates have the same length. Not a theorem (a wider beam can prune the prefix that a
+    narrower one kept), but on this instance each wider beam's best is at least as probable."""
     _, ours = llama
     prompt = torch.tensor([[1, 2, 3]])
     scores = [beam_search(ours, prompt, 6, num_beams=b)[1] for b in (1, 2, 4, 8)]
@@ -283,6 +284,9 @@ def test_compare_strategies_rows(llama):
     assert beam["continuations"] == [beam_search(ours, prompt, 6, num_beams=3)[0][0, 3:].tolist()]
     assert len(hot["continuations"]) == 5 and hot["distinct_1"] == D.distinct_n(hot["continuations"], 1)
     assert greedy["distinct_1"] == D.distinct_n(greedy["continuations"] * 5, 1)  # the same text, five times
+    assert greedy["distinct_2_within"] == D.distinct_n(greedy["continuations"], 2)  # the one text on its own
+    within = [len(set(zip(c[:-1], c[1:], strict=True))) / (len(c) - 1) for c in hot["continuations"]]
+    assert hot["distinct_2_within"] == pytest.approx(sum(within) / len(within), rel=1e-12)
     again = D.compare_strategies(ours, prompt, {"hot": strategies["hot"]}, max_new_tokens=6, n_samples=5, seed=1)
     assert again[0]["continuations"] == hot["continuations"]  # seeded
     full = torch.tensor([[4, 8, 15, *greedy["continuations"][0]]])

@@ -2,7 +2,8 @@
 
 Keep the ``num_beams`` best partial continuations by total log-probability, extend each by every token,
 keep the best again; a continuation that produces the end token is set aside as finished, and finished ones
-of different lengths are compared by log-probability / length^alpha (Wu et al. 2016). The candidate and
+of different lengths are compared by log-probability / length^alpha, transformers' simpler form of the length
+penalty of Wu et al. 2016 (GNMT divides by ((5 + length) / 6)^alpha). The candidate and
 stopping rules are those of transformers' ``generate(num_beams=..., early_stopping=False)``, which the
 tests match token for token. Best-of-N samples N continuations and keeps the one a scorer ranks highest
 (by default the model's own mean log-probability per token; a verifier or a reward model in later chapters).
@@ -29,8 +30,10 @@ def beam_search(model, prompt_ids, max_new_tokens: int, num_beams: int = 4, leng
     Keep the ``num_beams`` partial continuations with the highest total log-probability. One that ends in
     ``eos_id`` (or reaches ``max_new_tokens``) is finished and scored sum log p / n^alpha, n = generated
     tokens, alpha = ``length_penalty`` (0: raw log-probability, which favours short outputs; 1: the mean
-    per token; < 0 favours short ones further). Stops when no running beam can beat the worst of
-    ``num_beams`` finished ones: the rules of transformers' ``generate(num_beams=..., early_stopping=False)``.
+    per token; < 0 favours short ones further). Stops, heuristically, when the best running beam's current
+    score, normalised by its current length, cannot beat the worst of ``num_beams`` finished ones (with
+    alpha > 0 a longer continuation could still score better): the rules of transformers'
+    ``generate(num_beams=..., early_stopping=False)``.
     Chapter 10.
     """
     ids = _check_beam_search(model, prompt_ids, max_new_tokens, num_beams, length_penalty, eos_id)  # (1, T)

@@ -81,9 +81,12 @@ def min_p_filter(logits: torch.Tensor, p_min: float) -> torch.Tensor:
 
 
 def apply_repetition_penalty(logits: torch.Tensor, previous_ids: torch.Tensor, penalty: float) -> torch.Tensor:
-    """CTRL's penalty (Keskar et al. 2019): for every token already in ``previous_ids`` (B, T), a positive
-    logit is divided by ``penalty`` and a negative one multiplied by it, so the token becomes less likely
-    for penalty > 1. Each token is penalised once, however often it occurred. logits (B, V). Chapter 10."""
+    """The repetition penalty of CTRL (Keskar et al. 2019) as transformers implements it: for every token
+    already in ``previous_ids`` (B, T), a positive logit is divided by ``penalty`` and a negative one
+    multiplied by it, so for penalty > 1 its logit always decreases (CTRL's paper divides every seen logit,
+    which raises a negative one). Its probability usually falls too, but not always: the softmax also
+    hands it part of the mass freed by other penalised tokens. Each token is penalised once, however often it
+    occurred; the prompt counts as text. logits (B, V). Chapter 10."""
     _check_logits(logits, previous_ids, repetition_penalty=("penalty", penalty))
     seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, previous_ids, True)  # (B, V)
     penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
@@ -154,7 +157,8 @@ def _new_cache(model, ids, max_new_tokens):
 def distinct_n(sequences, n: int) -> float:
     """Diversity: (number of distinct n-grams) / (number of n-grams) over all ``sequences`` (lists of ids).
 
-    1.0 means no n-gram repeats; repetitive text scores near 0 (Li et al. 2016). Chapter 10.
+    1.0 means no n-gram repeats; repetitive text scores near 0. Li et al. 2016 divide by the number of
+    generated tokens instead, a variant that cannot reach 1 for n > 1. Chapter 10.
     """
     _check_distinct_n(sequences, n)
     grams = [tuple(seq[i:i + n]) for seq in sequences for i in range(len(seq) - n + 1)]
@@ -178,8 +182,10 @@ def compare_strategies(model, prompt_ids, strategies: dict[str, dict], max_new_t
     ``strategies`` maps a name to keyword arguments of :func:`generate`, or, with ``num_beams``, of
     ``beam_search``. Sampling draws ``n_samples`` continuations (seeded with ``seed``); greedy and beam search
     give one, which counts ``n_samples`` times. Each row: name, the continuations (lists of ids, cut after
-    ``eos_id``), distinct-1 and distinct-2 over the ``n_samples`` outputs, and the mean log-probability per
-    token that the *unmodified* model gives them (high = what it finds likely).
+    ``eos_id``), distinct-1 and distinct-2 over the ``n_samples`` outputs pooled (diversity *across* outputs:
+    a text counted n times scores at most 1/n), distinct_2_within, the mean over the outputs (one for greedy
+    and beam search) of each one's own distinct-2 (repetition *within* a text), and the mean log-probability
+    per token that the *unmodified* model gives them (high = what it finds likely).
     """
     prompt = _check_compare(model, prompt_ids, strategies, max_new_tokens, n_samples, eos_id, seed)  # (1, T)
     rows = []
@@ -191,8 +197,15 @@ def compare_strategies(model, prompt_ids, strategies: dict[str, dict], max_new_t
         rows.append({"name": name, "continuations": continuations,
                      "distinct_1": distinct_n(outputs_seen, 1),
                      "distinct_2": distinct_n(outputs_seen, 2) if max(map(len, continuations)) > 1 else math.nan,
+                     "distinct_2_within": _mean_within(continuations),
                      "mean_logprob": logprob / sum(map(len, continuations))})
     return rows
+
+
+def _mean_within(continuations) -> float:
+    """The mean of each continuation's own distinct-2 (those with at least two tokens); nan if none has."""
+    values = [distinct_n([c], 2) for c in continuations if len(c) > 1]
+    return sum(values) / len(values) if values else math.nan
 
 
 def _continuations(model, prompt, settings, max_new_tokens, n_samples, eos_id, seed) -> list[list[int]]:

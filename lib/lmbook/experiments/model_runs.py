@@ -2,7 +2,9 @@
 comparison; each writes its results to ``lmbook/data/`` for chapters 9 and 10 (decoding) to load (the tiny
 model is used again in chapters 11 and 15).
 
-``python -m lmbook.experiments.model_runs [tiny] [smollm2] [decoding]`` (all three by default).
+``python -m lmbook.experiments.model_runs [tiny] [smollm2] [decoding]`` (all three by default);
+``... model_runs tiny-seeds`` retrains the tiny model from seeds 1 and 2 (about two minutes each),
+``... model_runs tiny-context`` scores it with a limited context (about two minutes).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -19,12 +21,15 @@ from ..model import Transformer
 from ..pretrained import TINY_PATH, TINY_TRAIN, load_smollm2, smollm2_chat, tiny_config, word_corpus
 from ..training import evaluate, train
 
-__all__ = ["make_tiny", "make_decoding_sweep", "make_smollm2_score", "smollm2_validation_ids",
-           "DECODING_SWEEP_PATH", "DECODING_PROMPT", "SMOLLM2_SCORE_PATH", "SMOLLM2_WINDOW"]
+__all__ = ["make_tiny", "make_tiny_seeds", "make_decoding_sweep", "make_smollm2_score", "smollm2_validation_ids",
+           "DECODING_SWEEP_PATH", "DECODING_PROMPT", "TINY_SEEDS_PATH",
+           "TINY_CONTEXT_PATH", "make_tiny_context", "SMOLLM2_SCORE_PATH", "SMOLLM2_WINDOW"]
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 DECODING_SWEEP_PATH = DATA / "smollm2_decoding.json.gz"
+TINY_SEEDS_PATH = DATA / "tiny_seeds.json"
+TINY_CONTEXT_PATH = DATA / "tiny_context.json"
 DECODING_PROMPT = "Write one sentence about the sea."
 
 
@@ -53,6 +58,50 @@ def make_tiny(path: str | Path = TINY_PATH) -> dict:
             "baseline": {"name": "4-gram Kneser-Ney", "perplexity": math.exp(-ngram_nats / n_tokens),
                          "val_loss": -ngram_nats / n_tokens}}
     torch.save(blob, path)
+    return blob
+
+
+def make_tiny_seeds(seeds: tuple[int, ...] = (1, 2), path: str | Path = TINY_SEEDS_PATH) -> dict:
+    """Retrain the tiny model with ``TINY_TRAIN`` from other seeds (initial weights and batches) and score
+    each as ``make_tiny`` scores seed 0, to show how much one training run's figure depends on its seed."""
+    import json
+
+    from ..utils import seed_everything
+
+    vocab, train_ids, val_ids = word_corpus(2)
+    losses = {}
+    for seed in seeds:
+        seed_everything(seed)
+        model = Transformer(tiny_config(len(vocab)))
+        train(model, train_ids, None, replace(TINY_TRAIN, seed=seed))
+        losses[str(seed)] = evaluate(model, val_ids, TINY_TRAIN.seq_len, stride=TINY_TRAIN.seq_len // 2)
+    blob = {"val_loss": losses, "train_config": asdict(TINY_TRAIN)}
+    Path(path).write_text(json.dumps(blob, indent=1) + "\n", encoding="utf-8")
+    return blob
+
+
+def make_tiny_context(exact: tuple[int, ...] = (1, 2, 3, 4, 8), at_least: tuple[int, ...] = (16, 32, 64),
+                      path: str | Path = TINY_CONTEXT_PATH) -> dict:
+    """Score the stored tiny model on the test stream with a limited context: with exactly k earlier words for
+    each k in ``exact`` (every word from the ninth on), and with at least m (windows of 2m words, stride m) for
+    each m in ``at_least``. The n-gram baseline reads exactly three words."""
+    import json
+
+    from ..pretrained import load_tiny
+
+    model, _ = load_tiny()
+    _, _, ids = word_corpus(2)
+    exact_losses = {}
+    for k in exact:
+        windows, total = ids.unfold(0, k + 1, 1)[max(exact) - k:], 0.0  # (n, k + 1): k words, then the target
+        with torch.no_grad():
+            for batch in windows.split(1024):
+                logp = model(batch[:, :-1], last_only=True)[:, -1].double().log_softmax(-1)  # (b, V)
+                total -= logp.gather(-1, batch[:, -1:]).sum().item()
+        exact_losses[str(k)] = total / len(windows)
+    least_losses = {str(m): evaluate(model, ids, 2 * m, stride=m) for m in at_least}
+    blob = {"exact": exact_losses, "at_least": least_losses, "exact_tokens": len(ids) - max(exact)}
+    Path(path).write_text(json.dumps(blob, indent=1) + "\n", encoding="utf-8")
     return blob
 
 
@@ -129,6 +178,10 @@ if __name__ == "__main__":  # make model
         print(f"tiny model: {result['history']['seconds']:.0f} s of training, validation perplexity "
               f"{math.exp(result['val_loss']):.2f} vs {result['baseline']['name']} "
               f"{result['baseline']['perplexity']:.2f} (per word, the same tokens) -> {TINY_PATH}")
+    if "tiny-seeds" in sys.argv[1:]:
+        print("tiny model, other seeds:", make_tiny_seeds()["val_loss"], "->", TINY_SEEDS_PATH)
+    if "tiny-context" in sys.argv[1:]:
+        print("tiny model, limited context:", make_tiny_context(), "->", TINY_CONTEXT_PATH)
     if "smollm2" in sys.argv[1:] or len(sys.argv) == 1:
         score = make_smollm2_score()
         print(f"SmolLM2: {score['nats_per_token']:.4f} nats per token on {score['tokens']:,} validation tokens; "

@@ -9,13 +9,13 @@ from ._core import Case, answer_check, check_answer, function_check, run_check
 __all__ = ["check_double_softmax_floor", "check_count_parameters", "check_residual_jacobian_norm", "check_wsd_lr"]
 
 answer_check("double_softmax_floor",
-             hint="the best input the double softmax can get is a one-hot vector on the target, so the loss is "
-                  "-log(e^1 / (e^1 + (|V| - 1) e^0)) = log(e + |V| - 1) - 1, in nats, with |V| = 49,152.")
+             hint="evaluate the loss at the best input the double softmax can get, a one-hot vector on the target, "
+                  "and keep every term of the log-sum-exp, the target's own included; here |V| = 3.")
 
 
 def check_double_softmax_floor(answer) -> None:
     """The smallest cross-entropy (nats) a model can reach when softmax outputs are fed to a loss that applies
-    log-softmax again, for |V| = 49,152 classes."""
+    log-softmax again, for a vocabulary of |V| = 3 tokens."""
     check_answer("double_softmax_floor", answer)
 
 

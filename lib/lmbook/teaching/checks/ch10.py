@@ -11,12 +11,13 @@ from ._core import Case, answer_check, check_answer, function_check, run_check
 __all__ = ["check_repetition_penalty_prob", "check_beam_search_table", "check_typical_filter", "check_pareto_front"]
 
 answer_check("repetition_penalty_prob",
-             hint="seen tokens only: a positive logit is divided by the penalty, a negative one multiplied by it "
-                  "(-1 becomes -2, not -0.5); then take the softmax of all four logits.")
+             hint="the penalty must push a seen token's logit down: what does dividing a negative logit by 2 do "
+                  "to it? Penalise the seen tokens only, then take the softmax of all four logits.")
 
 
 def check_repetition_penalty_prob(answer) -> None:
-    """The probability of token 0 after CTRL's repetition penalty 2 on logits [3, 1, -1, 0.5], tokens 0 and 2 seen."""
+    """The probability of token 0 after the repetition penalty 2 (CTRL's, as transformers applies it) on logits
+    [3, 1, -1, 0.5], tokens 0 and 2 seen."""
     check_answer("repetition_penalty_prob", answer)
 
 
@@ -39,6 +40,9 @@ function_check("beam_search_table", lambda: [
                                               "all beam_width * V candidates together, not the best per beam."),
     Case((_random_table(2, 4), 0, 3, 64), hint="a beam as wide as all sequences is exhaustive search."),
     Case((_random_table(3, 6), 5, 5, 2), hint="return the generated tokens only, without the start token."),
+    Case((_random_table(117, 4), 1, 3, 2), hint="keep the beam_width best of all beam_width * V candidates "
+                                                "together: one beam's second-best extension can beat another "
+                                                "beam's best, and then both survivors share a parent."),
 ])
 
 

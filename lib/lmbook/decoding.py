@@ -24,15 +24,11 @@ __all__ = [
 
 # The strategies chapter 10 compares, as keyword arguments of generate (or of beam_search with num_beams).
 STRATEGIES = {
-    "greedy": {},
-    "beam search (4 beams)": {"num_beams": 4, "length_penalty": 1.0},
+    "greedy": {}, "beam search (4 beams)": {"num_beams": 4, "length_penalty": 1.0},
     "greedy + rep. penalty 1.3": {"repetition_penalty": 1.3},
-    "sampling, T = 1": {"do_sample": True},
-    "sampling, T = 0.7": {"do_sample": True, "temperature": 0.7},
-    "sampling, T = 1.5": {"do_sample": True, "temperature": 1.5},
-    "top-k = 20": {"do_sample": True, "top_k": 20},
-    "top-p = 0.9": {"do_sample": True, "top_p": 0.9},
-    "min-p = 0.1": {"do_sample": True, "min_p": 0.1},
+    "sampling, T = 1": {"do_sample": True}, "sampling, T = 0.7": {"do_sample": True, "temperature": 0.7},
+    "sampling, T = 1.5": {"do_sample": True, "temperature": 1.5}, "top-k = 20": {"do_sample": True, "top_k": 20},
+    "top-p = 0.9": {"do_sample": True, "top_p": 0.9}, "min-p = 0.1": {"do_sample": True, "min_p": 0.1},
 }
 
 
@@ -150,16 +146,12 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
 
 def _new_cache(model, ids, max_new_tokens):
     from .kv_cache import KVCache  # chapter 11
-
     return KVCache.for_model(model, max_len=ids.shape[1] + max_new_tokens, batch=ids.shape[0])
 
 
 def distinct_n(sequences, n: int) -> float:
-    """Diversity: (number of distinct n-grams) / (number of n-grams) over all ``sequences`` (lists of ids).
-
-    1.0 means no n-gram repeats; repetitive text scores near 0. Li et al. 2016 divide by the number of
-    generated tokens instead, a variant that cannot reach 1 for n > 1. Chapter 10.
-    """
+    """Diversity: (number of distinct n-grams) / (number of n-grams) over all ``sequences`` (lists of ids); 1.0
+    means no n-gram repeats. Li et al. 2016 divide by the number of generated tokens instead. Chapter 10."""
     _check_distinct_n(sequences, n)
     grams = [tuple(seq[i:i + n]) for seq in sequences for i in range(len(seq) - n + 1)]
     return len(set(grams)) / len(grams)
@@ -177,16 +169,12 @@ def sequence_logprob(model, ids, prompt_len: int) -> torch.Tensor:
 
 def compare_strategies(model, prompt_ids, strategies: dict[str, dict], max_new_tokens: int, n_samples: int = 4,
                        eos_id: int | None = None, seed: int = 0) -> list[dict]:
-    """Decode the same prompt with each named strategy and measure what comes out. Chapter 10.
-
-    ``strategies`` maps a name to keyword arguments of :func:`generate`, or, with ``num_beams``, of
-    ``beam_search``. Sampling draws ``n_samples`` continuations (seeded with ``seed``); greedy and beam search
-    give one, which counts ``n_samples`` times. Each row: name, the continuations (lists of ids, cut after
-    ``eos_id``), distinct-1 and distinct-2 over the ``n_samples`` outputs pooled (diversity *across* outputs:
-    a text counted n times scores at most 1/n), distinct_2_within, the mean over the outputs (one for greedy
-    and beam search) of each one's own distinct-2 (repetition *within* a text), and the mean log-probability
-    per token that the *unmodified* model gives them (high = what it finds likely).
-    """
+    """Decode one prompt with each named strategy (keyword arguments of :func:`generate`, or with ``num_beams``
+    of ``beam_search``) and measure the outputs. Sampling draws ``n_samples`` (seeded); greedy and beam search give
+    one, counted ``n_samples`` times. Each row: name, continuations (cut after ``eos_id``), distinct-1 and -2 of
+    the outputs pooled (diversity *across* outputs: a text counted n times scores at most 1/n), distinct_2_within
+    (the mean of each output's own distinct-2: repetition *within* a text), and the mean log-probability per
+    token under the *unmodified* model. Chapter 10."""
     prompt = _check_compare(model, prompt_ids, strategies, max_new_tokens, n_samples, eos_id, seed)  # (1, T)
     rows = []
     for name, settings in strategies.items():
@@ -212,7 +200,6 @@ def _continuations(model, prompt, settings, max_new_tokens, n_samples, eos_id, s
     """The new tokens of each output of one strategy, cut after eos_id."""
     if "num_beams" in settings:
         from .beam_search import beam_search  # its own module, which uses this one's checks
-
         outputs = beam_search(model, prompt, max_new_tokens, eos_id=eos_id, **settings)[0]
     else:
         n = n_samples if settings.get("do_sample") else 1

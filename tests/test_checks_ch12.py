@@ -67,6 +67,10 @@ def rope_decay_unnormalised(head_dim, base, distances):
     return rope_decay(head_dim, base, distances) * head_dim
 
 
+def rope_decay_float32(head_dim, base, distances):
+    return rope_decay(head_dim, base, distances).float()  # right values, but not the float64 the exercise asks for
+
+
 @pytest.mark.parametrize("check,good,bad,message", [
     (checks.check_rope_complex, rope_complex, rope_complex_clockwise, "counter-clockwise"),
     (checks.check_rope_complex, rope_complex, rope_complex_half_pairs, "x_{2i}"),
@@ -79,6 +83,7 @@ def rope_decay_unnormalised(head_dim, base, distances):
      "0, 4, 1, 5"),
     (checks.check_rope_decay, rope_decay, rope_decay_odd_exponent, "cos(distance"),
     (checks.check_rope_decay, rope_decay, rope_decay_unnormalised, "divide by d"),
+    (checks.check_rope_decay, rope_decay, rope_decay_float32, "float64"),
 ])
 def test_check_accepts_the_solution_and_rejects_a_mistake(check, good, bad, message, capsys):
     name = check.__name__.removeprefix("check_")
@@ -121,3 +126,18 @@ def test_full_turns(capsys):
     assert RESULTS["full_turns"] is False and "hint" in capsys.readouterr().out
     checks.check_full_turns(math.floor(128 * math.log(32768 / (2 * math.pi)) / (2 * math.log(1e6))))  # forgot i = 0
     assert RESULTS["full_turns"] is False
+
+
+def test_full_turns_rejects_text(capsys):
+    checks.check_full_turns("40")
+    out = capsys.readouterr().out
+    assert RESULTS["full_turns"] is False and "expected a number" in out, out
+
+
+def test_rope_decay_stub_is_reported_as_not_attempted(capsys):
+    def stub(head_dim, base, distances):
+        raise NotImplementedError
+
+    checks.check_rope_decay(stub)
+    out = capsys.readouterr().out
+    assert RESULTS["rope_decay"] is False and "not attempted" in out, out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ._core import Case, answer_check, check_answer, function_check, run_check
+from ._core import Case, _report, answer_check, check_answer, function_check, run_check
 
 __all__ = ["check_full_turns", "check_rope_complex", "check_half_to_interleaved_rows", "check_rope_decay"]
 
@@ -14,6 +14,9 @@ answer_check("full_turns", hint="plane i has wavelength 2 pi b^(2i/d_k); count t
 
 def check_full_turns(answer) -> None:
     """How many RoPE planes (head size 128, base 1e6) turn at least once in 32,768 tokens."""
+    if isinstance(answer, str | bytes | bool):  # a count is a number, not text or a truth value
+        _report("full_turns", False, f"✗ check_full_turns: expected a number of planes, got {answer!r}.")
+        return
     check_answer("full_turns", answer)
 
 
@@ -77,4 +80,14 @@ function_check("rope_decay", lambda: [
 
 def check_rope_decay(fn) -> None:
     """rope_decay(head_dim, base, distances): the RoPE score of q = k = all ones at each distance, divided by d."""
+    if callable(fn):
+        try:
+            out = fn(8, 10000.0, [0, 1])
+        except Exception:  # noqa: BLE001 - run_check reports the error (or an unattempted stub) itself
+            out = None
+        if out is not None and not (isinstance(out, torch.Tensor) and out.dtype == torch.float64):
+            got = out.dtype if isinstance(out, torch.Tensor) else type(out).__name__
+            _report("rope_decay", False, f"✗ check_rope_decay: expected a float64 tensor, got {got}: compute the "
+                                         "angles and cosines in float64 (distances reach thousands of radians).")
+            return
     run_check("rope_decay", fn)

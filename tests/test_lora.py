@@ -366,3 +366,17 @@ def test_energy_kept_matches_the_error_of_explicit_truncations():
     with pytest.raises(ValueError, match="singular_values must have 1 dimensions"):
         lora.energy_kept(m)
 
+
+
+def test_a_tied_target_is_refused():
+    _, tied = llama_pair(tie=True)  # lm_head.weight is tok_emb.weight: merging s BA would change the embeddings
+    with pytest.raises(ValueError, match=r"selects lm_head, whose weight is tied to \['tok_emb.weight'\]"):
+        lora.add_lora(tied, ["q_proj", "lm_head"], r=2, alpha=4)
+    assert not lora.lora_layers(tied) and all(p.requires_grad for p in tied.parameters())  # left as it was
+    pair = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    pair[1].weight = pair[0].weight  # two linear layers sharing one matrix
+    with pytest.raises(ValueError, match=r"selects 0, whose weight is tied to \['1.weight'\]"):
+        lora.add_lora(pair, ["0"], r=1, alpha=1)
+    _, untied = llama_pair(tie=False)
+    lora.add_lora(untied, ["lm_head"], r=2, alpha=4)  # its own matrix: accepted
+    assert [name for name, _ in lora.lora_layers(untied)] == ["lm_head"]

@@ -300,7 +300,13 @@ def _check_add_lora(model, target_modules, r, alpha, dropout, rslora, seed):
     if inside:
         raise ValueError(f"{inside[0]} already has a LoRA adapter (target_modules selects its base); "
                          f"call merge_lora first")
+    names_of = {}  # a tied weight (lm_head and tok_emb) is one Parameter under several names
+    for n, p in model.named_parameters(remove_duplicate=False):
+        names_of.setdefault(id(p), []).append(n)
     for name in chosen:
+        if tied := [n for n in names_of.get(id(model.get_submodule(name).weight), []) if n != name + ".weight"]:
+            raise ValueError(f"target_modules selects {name}, whose weight is tied to {tied}: merging would change "
+                             f"those too; leave {name.rsplit('.', 1)[-1]!r} out of target_modules")
         try:
             _check_layer_args(model.get_submodule(name), r, alpha, dropout, rslora)
         except ValueError as err:

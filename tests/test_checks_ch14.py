@@ -117,3 +117,28 @@ def test_expected_drop_fraction(capsys):
         return good(n_tokens, n_experts, capacity_factor) / n_experts
 
     assert not verdict(capsys, checks.check_expected_drop_fraction, one_expert_only, "expected_drop_fraction")[0]
+
+
+def test_paired_gap(capsys):
+    def good(losses, baseline):  # numpy, written differently from the key
+        d = np.subtract(losses, baseline)
+        return [float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))]
+
+    assert verdict(capsys, checks.check_paired_gap, good, "paired_gap")[0]
+
+    def unpaired(losses, baseline):  # the difference of the means, with the spread of one arm
+        return [float(np.mean(losses) - np.mean(baseline)), float(np.std(losses, ddof=1) / np.sqrt(len(losses)))]
+
+    assert not verdict(capsys, checks.check_paired_gap, unpaired, "paired_gap")[0]
+
+    def population_sd(losses, baseline):  # ddof = 0
+        d = np.subtract(losses, baseline)
+        return [float(d.mean()), float(d.std() / np.sqrt(d.size))]
+
+    assert not verdict(capsys, checks.check_paired_gap, population_sd, "paired_gap")[0]
+
+    def no_sqrt_n(losses, baseline):  # the standard deviation, not the standard error
+        d = np.subtract(losses, baseline)
+        return [float(d.mean()), float(d.std(ddof=1))]
+
+    assert not verdict(capsys, checks.check_paired_gap, no_sqrt_n, "paired_gap")[0]

@@ -2,6 +2,7 @@
 Mixtral layer and load-balancing loss (test-only oracle)."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -181,3 +182,21 @@ def test_against_transformers_mixtral_block_and_its_balancing_loss():
         hf_loss = mixtral.load_balancing_loss_func((logits,), E, k)
         # transformers' f_i counts assignments per token, so its f sums to k: its loss is k times ours
         assert torch.allclose(hf_loss, k * load_balancing_loss(logits, k), atol=1e-6)
+        # over several layers transformers pools the counts and probabilities into one f and one P: two layers,
+        # each collapsed onto a different pair, are each maximally unbalanced, yet the pooled loss reads as fair
+        E, k, n = 4, 2, 64
+        layer_a = torch.tensor([8.0, 8.0, 0.0, 0.0]).repeat(n, 1)
+        layer_b = torch.tensor([0.0, 0.0, 8.0, 8.0]).repeat(n, 1)
+        ours_each = [load_balancing_loss(z, k).item() for z in (layer_a, layer_b)]
+        assert ours_each == pytest.approx([2.0, 2.0], abs=1e-3)  # E/k: every layer collapsed onto 2 of 4
+        pooled = mixtral.load_balancing_loss_func((layer_a, layer_b), E, k)
+        assert pooled.item() == pytest.approx(k * 1.0, abs=1e-3)  # k times "uniform": the collapse is hidden
+
+
+def test_config_warns_on_renormalised_top_1():
+    with pytest.warns(UserWarning, match="renormalize=False"):
+        MoEConfig(top_k=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        MoEConfig(top_k=1, renormalize=False)  # Switch: no warning
+        MoEConfig(top_k=2)

@@ -43,6 +43,12 @@ def expected_drop_fraction(n_tokens, n_experts, capacity_factor):
     return n_experts * over / n_tokens
 
 
+def paired_gap(losses, baseline):
+    diffs = [a - b for a, b in zip(losses, baseline, strict=True)]
+    mean = sum(diffs) / len(diffs)
+    return [mean, math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs))]
+
+
 def _logits(seed, n, e, scale=1.0):
     return np.random.default_rng(seed).standard_normal((n, e)) * scale
 
@@ -75,5 +81,9 @@ KEYS = {
         Case((32, 4, 1.5)),
         Case((5, 5, 0.5)),
         Case((100, 10, 2.0)),
+    ]),
+    "paired_gap": Key(paired_gap, lambda: [
+        Case(([3.26, 3.29, 3.22], [3.19, 3.17, 3.20])),
+        Case(([2.0, 2.5, 1.5, 3.0, 2.2], [2.1, 2.4, 1.7, 2.6, 2.2])),
     ]),
 }

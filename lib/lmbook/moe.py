@@ -17,6 +17,7 @@ noise, DeepSeek-V3's sigmoid router with bias-based balancing, and expert-choice
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -224,6 +225,9 @@ def _check_config(c: MoEConfig) -> None:
     if c.capacity_factor is not None:
         validate.number("capacity_factor", c.capacity_factor, low=0, low_open=True)
     validate.number("router_std", c.router_std, low=0)
+    if c.top_k == 1 and c.renormalize:
+        warnings.warn("MoEConfig(top_k=1, renormalize=True) gives every token the gate weight 1, so the router gets "
+                      "no gradient from the model's loss; use renormalize=False (Switch) for top-1", stacklevel=4)
 
 
 def _check_is_config(config, name: str = "config") -> None:

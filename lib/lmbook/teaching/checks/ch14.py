@@ -7,7 +7,7 @@ import numpy as np
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
 __all__ = ["check_balancing_loss_infimum", "check_balancing_loss", "check_moe_counts", "check_expert_choice",
-           "check_expected_drop_fraction"]
+           "check_expected_drop_fraction", "check_paired_gap"]
 
 answer_check("balancing_loss_infimum",
              hint="with two experts, let a fraction a of the tokens choose expert 1; a token that chooses it has "
@@ -97,3 +97,17 @@ def check_expected_drop_fraction(fn) -> None:
     """expected_drop_fraction(n_tokens, n_experts, capacity_factor): the expected fraction of N tokens dropped
     when each picks one of E experts uniformly at random and each expert keeps at most ceil(c N / E)."""
     run_check("expected_drop_fraction", fn)
+
+
+function_check("paired_gap", lambda: [
+    Case(([3.20, 3.25, 3.22], [3.17, 3.19, 3.15]), hint="subtract seed by seed, then take the mean of the "
+                                                         "differences and its standard error."),
+    Case(([1.0, 2.0], [1.5, 1.0]), hint="the standard error is the sample standard deviation of the differences "
+                                        "(ddof = 1) divided by the square root of the number of seeds."),
+    Case(([4.0, 4.1, 4.3, 4.2], [4.0, 4.0, 4.0, 4.0])),
+], rtol=1e-9, atol=1e-12)
+
+
+def check_paired_gap(fn) -> None:
+    """paired_gap(losses, baseline): [mean, standard error] of the per-seed differences losses - baseline."""
+    run_check("paired_gap", fn)

@@ -568,6 +568,26 @@ def test_live_dpo_starts_at_ln2_and_learns_the_rule():
     assert traced["trace"][-1]["seq_kl"] == out["after"]["seq_kl"] and out["trace"] == []
 
 
+def test_live_dpo_mass_on_pairs_and_seed_study():
+    from lmbook.experiments import dpo_toy as T
+
+    out = T.live_dpo(beta=0.3, steps=40, rule="finish", n_pairs=16, seed=3)
+    ids, mask, finished = T.all_replies()
+    lengths = (mask.sum(1) - finished.long()).tolist()
+    # brute force: the exact distribution of the reference, summed over distinct chosen / rejected replies by hand
+    ref_logp = T.reply_logprobs(T.reference_logits(3), ids, mask)[0]
+    chosen = {i for i, n in enumerate(lengths) if finished[i] and n in out["chosen_lengths"]}
+    assert out["before"]["rejected_mass"] > 0 and out["before"]["chosen_mass"] <= sum(ref_logp[i].exp().item()
+                                                                                      for i in chosen) + 1e-12
+    for ev in (out["before"], out["after"]):
+        assert 0 < ev["chosen_mass"] and ev["chosen_mass"] + ev["rejected_mass"] <= 1 + 1e-12
+    assert out["after"]["rejected_mass"] < out["before"]["rejected_mass"]  # DPO pushes the rejected replies down
+    study = T.seed_study(seeds=[0, 1], betas=(0.3,), rules=("finish",), steps=20, record_every=10, n_pairs=16)
+    assert study["steps"] == [0, 10, 20] and len(study["runs"]["finish"]["0.3"]) == 2
+    again = T.live_dpo(beta=0.3, steps=20, rule="finish", n_pairs=16, seed=1)["after"]
+    assert study["runs"]["finish"]["0.3"][1]["seq_kl"][-1] == again["seq_kl"]
+
+
 def test_live_dpo_with_a_loss_of_ones_own():
     from lmbook.experiments import dpo_toy as T
 

@@ -113,7 +113,8 @@ def train_dpo(model, batch, ref_chosen_logps, ref_rejected_logps, beta: float = 
               label_smoothing: float = 0.0, steps: int = 10, batch_size: int = 4, lr: float = 1e-3,
               seed: int = 0, callback=None) -> dict:
     """Minimise :func:`dpo_loss` over the pairs of ``batch`` (from :func:`completion_batch`) with AdamW on the
-    parameters that require gradients (a LoRA adapter), ``batch_size`` pairs per step, reshuffled every epoch.
+    parameters that require gradients (a LoRA adapter), ``batch_size`` pairs per step, from a fresh permutation
+    of the pairs per epoch (a step may straddle two epochs, so one batch can hold a pair twice).
 
     ref_chosen_logps, ref_rejected_logps (N,): computed once beforehand (e.g. adapter disabled), as the
     reference never changes. Records per step, for the step's pairs before its update: loss, margin r_w - r_l,
@@ -140,7 +141,8 @@ def train_dpo(model, batch, ref_chosen_logps, ref_rejected_logps, beta: float = 
 
 
 def _shuffled_batches(n, batch_size, steps, seed, device):
-    """``steps`` index tensors of ``batch_size`` pairs each, from a fresh permutation of the n pairs per epoch."""
+    """``steps`` index tensors of ``batch_size`` pairs each, from a fresh permutation of the n pairs per epoch;
+    the leftover of one epoch is topped up from the next, so a batch that straddles two can repeat a pair."""
     generator, order = torch.Generator().manual_seed(seed), []
     for _ in range(steps):
         if len(order) < batch_size:  # a new epoch

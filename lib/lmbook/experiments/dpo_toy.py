@@ -3,23 +3,31 @@ replies, trained with :func:`lmbook.preference.dpo_loss` on pairs labelled by a 
 
 The reply space is enumerable (4 content tokens ``a b c d``, an end-of-turn token, at most ``MAX_LEN`` tokens),
 so every measure is exact rather than sampled: the rule rate of the policy, the sequence-level
-KL(pi_theta || pi_ref), and the per-token KL read along the pair replies (teacher forced), which is what a
-held-out evaluation on fixed replies measures. It mirrors the SmolLM2 run of chapter 16 (a reply is cut off
-after ``MAX_LEN`` tokens) and lets a reader change beta, the steps, the loss and the rule. Left out on purpose:
-prompts (one prompt only), neural parameterisations, sampling during training. Chapter 16.
+KL(pi_theta || pi_ref), the per-token KL read along the training pair replies (teacher forced: the analogue of
+the chapter's KL_pairs, which reads held-out pairs), and the mass on the chosen and on the rejected replies.
+It mirrors the SmolLM2 run of chapter 16 (a reply is cut off after ``MAX_LEN`` tokens) and lets a reader change beta,
+the steps, the loss and the rule. Left out on purpose: prompts (one prompt only), neural parameterisations, sampling
+during training. ``seed_study`` repeats the runs over seeds (a new reference table and new pairs per seed); ``python
+-m lmbook.experiments.dpo_toy`` stores it in ``data/dpo_toy_seeds.json.gz`` (about a minute). Chapter 16.
 """
 
 from __future__ import annotations
 
+import gzip
 import itertools
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 from .. import validate
 from ..preference import LOSS_TYPES, dpo_loss
 
-__all__ = ["TOKENS", "MAX_LEN", "RULES", "all_replies", "reference_logits", "reply_logprobs", "live_dpo"]
+__all__ = ["TOKENS", "MAX_LEN", "RULES", "all_replies", "reference_logits", "reply_logprobs", "live_dpo",
+           "seed_study", "load_seed_study"]
+
+SEEDS_PATH = Path(__file__).resolve().parents[1] / "data" / "dpo_toy_seeds.json.gz"
 
 TOKENS = "abcd"  # content tokens 1..4; id 0 is the end-of-turn token
 MAX_LEN = 6  # a reply with no end-of-turn token within MAX_LEN tokens is cut off
@@ -60,14 +68,16 @@ def reply_logprobs(table: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor):
     return (token_logps * mask).sum(1), logdist
 
 
-def _measures(table, ref_table, ids, mask, good, lengths, pair_rows):
+def _measures(table, ref_table, ids, mask, good, lengths, pair_rows, n_pairs):
     logp, logdist = reply_logprobs(table, ids, mask)
     ref_logp, ref_logdist = reply_logprobs(ref_table, ids, mask)
     p = logp.exp()  # (N,): the exact distribution over all replies
     token_kl = ((logdist.exp() * (logdist - ref_logdist)).sum(-1) * mask).sum(1)  # (N,) teacher forced
     return {"rule_rate": (p * good).sum().item(), "finished_rate": (p * (mask.sum(1) > lengths)).sum().item(),
             "mean_tokens": (p * lengths).sum().item(), "empty_rate": p[0].item(),
-            "seq_kl": (p * (logp - ref_logp)).sum().item(), "pair_token_kl": token_kl[pair_rows].mean().item()}
+            "seq_kl": (p * (logp - ref_logp)).sum().item(), "pair_token_kl": token_kl[pair_rows].mean().item(),
+            "chosen_mass": p[pair_rows[:n_pairs].unique()].sum().item(),  # on the distinct chosen replies
+            "rejected_mass": p[pair_rows[n_pairs:].unique()].sum().item()}
 
 
 def live_dpo(beta: float = 0.1, steps: int = 200, rule="topic", n_pairs: int = 64, loss_type: str = "sigmoid",
@@ -87,7 +97,7 @@ def live_dpo(beta: float = 0.1, steps: int = 200, rule="topic", n_pairs: int = 6
     ref_table = reference_logits(seed)
     ref_logp = reply_logprobs(ref_table, ids, mask)[0]
     g = torch.Generator().manual_seed(seed + 1)
-    pool = torch.multinomial(ref_logp.exp(), 8 * n_pairs, replacement=True, generator=g)  # samples of pi_ref
+    pool = torch.multinomial(ref_logp.exp(), 32 * n_pairs, replacement=True, generator=g)  # samples of pi_ref
     wins, losses = pool[good[pool] == 1], pool[good[pool] == 0]
     if len(wins) < n_pairs or len(losses) < n_pairs:
         raise ValueError(f"rule is satisfied by {len(wins)} of {len(pool)} reference samples: too few of one kind "
@@ -97,7 +107,7 @@ def live_dpo(beta: float = 0.1, steps: int = 200, rule="topic", n_pairs: int = 6
     scored = mask.sum(1).double()  # (N,) tokens scored per reply, the end-of-turn token included
     table = ref_table.clone().requires_grad_(True)  # the policy starts as an exact copy of the reference
     optimizer = torch.optim.Adam([table], lr=lr)
-    before = _measures(ref_table, ref_table, ids, mask, good, lengths, pair_rows)
+    before = _measures(ref_table, ref_table, ids, mask, good, lengths, pair_rows, n_pairs)
     history, trace = [], [{"step": 0, **before}] if record_every else []
     for step in range(1, steps + 1):
         logp = reply_logprobs(table, ids[pair_rows], mask[pair_rows])[0]  # (2 n_pairs,)
@@ -111,15 +121,39 @@ def live_dpo(beta: float = 0.1, steps: int = 200, rule="topic", n_pairs: int = 6
         history.append(loss.item())
         if record_every and step % record_every == 0:
             with torch.no_grad():
-                trace.append({"step": step, **_measures(table, ref_table, ids, mask, good, lengths, pair_rows)})
+                now = _measures(table, ref_table, ids, mask, good, lengths, pair_rows, n_pairs)
+                trace.append({"step": step, **now})
     with torch.no_grad():
-        after = _measures(table, ref_table, ids, mask, good, lengths, pair_rows)
+        after = _measures(table, ref_table, ids, mask, good, lengths, pair_rows, n_pairs)
         logp = reply_logprobs(table, ids[pair_rows], mask[pair_rows])[0]
     return {"before": before, "after": after, "loss": history, "trace": trace,
             "chosen_lengths": lengths[w].tolist(), "rejected_lengths": lengths[lo].tolist(),
             "chosen_shorter": (lengths[w] < lengths[lo]).double().mean().item(),
             "chosen_logp_change": (logp[:n_pairs] - ref_logp[w]).mean().item(),
             "rejected_logp_change": (logp[n_pairs:] - ref_logp[lo]).mean().item()}
+
+
+def seed_study(seeds=range(10), betas=(0.03, 0.3), rules=("finish", "topic"), steps: int = 800,
+               record_every: int = 20, **kwargs) -> dict:
+    """``live_dpo`` for every rule, beta and seed: {"steps": [...], "runs": {rule: {beta: [trace per seed]}}},
+    each trace a dict of lists of the exact measures at steps 0, record_every, ..., steps."""
+    seeds = list(seeds)
+    validate.integer("steps", steps, low=1)
+    validate.integer("record_every", record_every, low=1)
+    runs = {}
+    for rule in rules:
+        for beta in betas:
+            traces = [live_dpo(beta=beta, steps=steps, rule=rule, seed=s, record_every=record_every, **kwargs)["trace"]
+                      for s in seeds]
+            runs.setdefault(rule, {})[str(beta)] = [{k: [t[k] for t in tr] for k in tr[0] if k != "step"}
+                                                    for tr in traces]
+    return {"seeds": seeds, "steps": list(range(0, steps + 1, record_every)), "runs": runs}
+
+
+def load_seed_study(path=SEEDS_PATH) -> dict:
+    """The stored ``seed_study()`` (write it with ``python -m lmbook.experiments.dpo_toy``)."""
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
 
 
 def _check_live(beta, steps, rule, n_pairs, loss_type, lr, seed, record_every, loss_fn) -> Callable:
@@ -141,3 +175,10 @@ def _check_live(beta, steps, rule, n_pairs, loss_type, lr, seed, record_every, l
                         f"got {validate.describe(rule)}")
     return rule
 
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    with gzip.GzipFile(SEEDS_PATH, "wb", mtime=0) as f:
+        f.write(json.dumps(seed_study()).encode("utf-8"))
+    print(f"wrote {SEEDS_PATH}")

@@ -21,6 +21,18 @@ def test_hand_worked_trace():
     assert cont["latency"] == [3, 1, 3] and cont["steps"] == 3 and cont["utilisation"] == 1.0
 
 
+def test_static_full_waits_for_a_full_batch():
+    # max_batch 2. A (3 tokens) arrives at 0, B (1) at 2, C (2) at 3.
+    # static:      A alone at 0-2, then B and C at 3 (C runs 3-4)                   -> 5 steps
+    # static_full: waits for B; A B at 2 (A runs 2-4), then C, the last request, at 5-6 -> 7 steps
+    trace = [Request(4, 3, 0), Request(2, 1, 2), Request(5, 2, 3)]
+    static = simulate(trace, "static", max_batch=2)
+    assert static["start"] == [0, 3, 3] and static["steps"] == 5
+    full = simulate(trace, "static_full", max_batch=2)
+    assert full["start"] == [2, 2, 5] and full["finish"] == [4, 2, 6] and full["steps"] == 7
+    assert full["first_token"] == [3, 1, 3] and full["latency"] == [5, 1, 4]
+
+
 def test_hand_worked_trace_with_arrivals_and_a_block_budget():
     # blocks of 4 tokens: A (2 + 6) needs 2, B (3 + 2) needs 2, C (1 + 1) needs 1; 3 blocks in all.
     # continuous: step 0 A; B arrives at 1 but A holds 2 of 3 blocks -> waits; C arrives at 2, fits (1 block),
@@ -49,12 +61,13 @@ def test_invariants_on_random_traces(seed):
     need = max(-(-(r.prompt_len + r.output_len) // block_size) for r in trace)
     budget = rng.choice([None, need, need + 3])
     results = {p: simulate(trace, p, max_batch=max_batch, kv_blocks=budget, block_size=block_size)
-               for p in ("static", "continuous")}
+               for p in ("static", "static_full", "continuous")}
     for res in results.values():
         assert res["tokens"] == [r.output_len for r in trace]  # every token exactly once
         for i, r in enumerate(trace):
             assert res["start"][i] >= r.arrival and res["finish"][i] - res["start"][i] + 1 == r.output_len
             assert res["latency"][i] == res["finish"][i] - r.arrival + 1
+            assert res["first_token"][i] == res["start"][i] - r.arrival + 1
         busy = 0
         for step in range(res["steps"]):  # a naive recount of slots and blocks step by step
             running = _running_at(res, trace, step)
@@ -64,10 +77,11 @@ def test_invariants_on_random_traces(seed):
                 assert sum(-(-(trace[i].prompt_len + trace[i].output_len) // block_size) for i in running) <= budget
         assert res["steps"] == max(res["finish"]) + 1
         assert res["utilisation"] == pytest.approx(busy / (max_batch * res["steps"]))
-    for step in range(results["static"]["steps"]):  # static admits only into an empty batch
-        starting = [i for i in range(len(trace)) if results["static"]["start"][i] == step]
-        if starting:  # nothing from an earlier batch still runs
-            assert set(_running_at(results["static"], trace, step)) == set(starting)
+    for policy in ("static", "static_full"):  # static admits only into an empty batch
+        for step in range(results[policy]["steps"]):
+            starting = [i for i in range(len(trace)) if results[policy]["start"][i] == step]
+            if starting:  # nothing from an earlier batch still runs
+                assert set(_running_at(results[policy], trace, step)) == set(starting)
     # continuous admits every request no later than static (with or without a budget): by induction in FIFO
     # order, when static admits request i into an empty batch every earlier request has finished there, so
     # it has finished in the continuous run too, which then holds only later requests, none admitted before i

@@ -53,6 +53,12 @@ def quantize_per_channel_zero_nan(x):
     return torch.round(x / scale).clamp(-127, 127) * scale
 
 
+def quantize_per_channel_trunc(x):
+    scale = x.abs().amax(dim=0, keepdim=True) / 127
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    return torch.trunc(x / scale).clamp(-127, 127) * scale  # towards zero, not to the nearest integer
+
+
 def quantize_per_channel_255(x):
     scale = x.abs().amax(dim=0, keepdim=True) / 255  # unsigned range on signed values
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
@@ -68,6 +74,7 @@ def quantize_per_channel_255(x):
         ("quantize_per_channel", quantize_per_channel, quantize_per_token, "axis 0"),
         ("quantize_per_channel", quantize_per_channel, quantize_per_channel_zero_nan, "not NaN"),
         ("quantize_per_channel", quantize_per_channel, quantize_per_channel_255, "case 1"),
+        ("quantize_per_channel", quantize_per_channel, quantize_per_channel_trunc, "nearest integer"),
     ],
 )
 def test_check_accepts_the_answer_and_rejects_a_plausible_mistake(check, good, bad, message, capsys):
@@ -89,13 +96,17 @@ def test_by_hand_answers(capsys):
                                                                                    (0.7, 0.8)]]
     checks.check_kv_example(math.exp(wrong_order[3]) / sum(math.exp(s) for s in wrong_order))  # W^K x, not x W^K
     assert RESULTS["kv_example"] is False
-    checks.check_context_budget(77672)
+    checks.check_context_budget(151)  # floor(40 * 2^30 / (4096 * 69,120)) = floor(151.7)
     assert RESULTS["context_budget"] is True
-    checks.check_context_budget(40 * 2**30 // (8 * 2 * 60 * 576 * 2))  # a factor 2 for K and V that MLA does not have
-    assert RESULTS["context_budget"] is False and "no factor 2" in capsys.readouterr().out
-    checks.check_context_budget(40 * 2**30 // (8 * 60 * 512 * 2))  # forgot the rotary key
+    checks.check_context_budget(152)  # rounded up: the last sequence would overflow the budget
+    assert RESULTS["context_budget"] is False and "round down" in capsys.readouterr().out
+    checks.check_context_budget(40 * 2**30 / (4096 * 60 * 576 * 2))  # not a whole number of sequences
     assert RESULTS["context_budget"] is False
-    checks.check_context_budget(40e9 // (8 * 60 * 576 * 2))  # GB instead of GiB
+    checks.check_context_budget(40 * 2**30 // (4096 * 2 * 60 * 576 * 2))  # a factor 2 for K and V that MLA lacks
+    assert RESULTS["context_budget"] is False
+    checks.check_context_budget(40 * 2**30 // (4096 * 60 * 512 * 2))  # forgot the rotary key
+    assert RESULTS["context_budget"] is False
+    checks.check_context_budget(40e9 // (4096 * 60 * 576 * 2))  # GB instead of GiB
     assert RESULTS["context_budget"] is False
     checks.check_spec_tokens_per_pass((1 - 0.8**5) / 0.2)
     assert RESULTS["spec_tokens_per_pass"] is True

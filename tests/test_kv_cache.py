@@ -14,6 +14,7 @@ from lmbook import kv_cache as KV
 from lmbook import model as M
 from lmbook import pretrained as PT
 from test_model import _randomize, llama_pair
+from torch.utils.flop_counter import FlopCounterMode
 
 transformers = pytest.importorskip("transformers")
 
@@ -169,8 +170,6 @@ def test_size_formula_accepts_published_numbers():
 # ----- compute: the FLOP counter against torch's -------------------------------------------------------------
 
 def _counted_flops(model, ids, cache=None):
-    from torch.utils.flop_counter import FlopCounterMode
-
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         model(ids, cache=cache)
     return counter.get_total_flops()
@@ -191,6 +190,14 @@ def test_flop_counter_matches_torch_flop_counter(ffn):
     T, masked = 20, 20 * 19 // 2
     extra = 4 * config.n_layers * config.n_heads * config.head_dim * masked
     assert _counted_flops(model, ids) == IC.forward_flops(config, T) + extra
+    # the same pass scoring only the last position (what decoding without a cache needs)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(ids, last_only=True)
+    head = 2 * config.d_model * config.vocab_size * (T - 1)  # the output layer on the T - 1 skipped positions
+    assert counter.get_total_flops() == IC.forward_flops(config, T, last_only=True) + extra
+    assert IC.forward_flops(config, T) - IC.forward_flops(config, T, last_only=True) == head
+    assert IC.forward_flops(config, 1, 19, last_only=True) == IC.forward_flops(config, 1, 19)
+    assert IC.forward_flops(config, 0, 5, last_only=True) == 0
 
 
 def test_flop_counter_regimes():

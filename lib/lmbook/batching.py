@@ -5,13 +5,16 @@ its next token. Requests differ in length, so a batch wastes slots:
 
 - static batching: a batch is formed from the waiting requests and runs until its LONGEST request is done;
   the slots of requests that finished early stay empty until then;
+- static batching that waits for a full batch ("static_full"): as static, but an empty batch is refilled only
+  once max_batch requests are waiting or no more will arrive (a stronger static baseline);
 - continuous (iteration-level) batching: after every step, finished requests leave and waiting requests
   take their slots at the next step.
 
 :func:`simulate` plays a trace of :class:`Request` s (prompt length, output length, arrival step) under either
 policy with at most ``max_batch`` running requests and, optionally, a budget of KV-cache blocks. The model
 of a step: a request admitted at step s does its prefill and emits its first token at step s, then one
-token per step, so it finishes at s + output_len - 1; its latency is finish - arrival + 1 steps. Requests are
+token per step, so it finishes at s + output_len - 1; its latency is finish - arrival + 1 steps, and its
+time to first token start - arrival + 1. Requests are
 admitted first come, first served. With a block budget each running request holds
 ceil((prompt_len + output_len) / block_size) blocks from admission to finish (its final size).
 
@@ -57,15 +60,23 @@ def _admit(requests, waiting, running, step, max_batch, kv_blocks, block_size) -
     return admitted
 
 
+def _may_admit(policy: str, requests, waiting, running, step: int, max_batch: int) -> bool:
+    """Continuous: at every step. Static: into an empty batch only; static_full: also only once the batch can be
+    filled, or every remaining request has arrived."""
+    if policy == "continuous":
+        return True
+    arrived = sum(requests[i].arrival <= step for i in waiting)
+    return not running and (policy == "static" or arrived >= min(max_batch, len(waiting)))
+
+
 def simulate(requests: list[Request], policy: str = "continuous", max_batch: int = 4,
              kv_blocks: int | None = None, block_size: int = 16) -> dict:
-    """Play ``requests`` step by step under ``policy`` ("static" or "continuous").
+    """Play ``requests`` step by step under ``policy`` ("static", "static_full" or "continuous").
 
-    Each step: admit waiting requests that have arrived (first come, first served) while a slot (and, with
-    ``kv_blocks``, enough blocks) is free, static only when the batch is empty; then every running request
-    emits one token; those done leave. Returns a dict: ``latency`` (per request, finish - arrival + 1),
-    ``start`` and ``finish`` (steps), ``steps`` (steps until the last request finished), ``tokens`` (tokens
-    produced per request) and ``utilisation`` = busy slot-steps / (max_batch * steps).
+    Each step: when the policy allows, admit arrived requests (first come, first served) while a slot (and, with
+    ``kv_blocks``, enough blocks) is free; then every running request emits one token; those done leave. Returns
+    ``latency`` and ``first_token`` (per request: finish or start - arrival + 1), ``start``, ``finish``, ``steps``,
+    ``tokens`` (per request) and ``utilisation`` = busy slot-steps / (max_batch * steps).
     """
     _check_simulate(requests, policy, max_batch, kv_blocks, block_size)
     n = len(requests)
@@ -73,7 +84,7 @@ def simulate(requests: list[Request], policy: str = "continuous", max_batch: int
     start, finish, tokens = [None] * n, [None] * n, [0] * n
     step, busy = 0, 0
     while waiting or running:
-        if policy == "continuous" or not running:  # static refills only an empty batch
+        if _may_admit(policy, requests, waiting, running, step, max_batch):
             for i in _admit(requests, waiting, running, step, max_batch, kv_blocks, block_size):
                 running.append(i)
                 start[i] = step
@@ -84,9 +95,9 @@ def simulate(requests: list[Request], policy: str = "continuous", max_batch: int
             running.remove(i)
             finish[i] = step
         step += 1
-    latency = [finish[i] - requests[i].arrival + 1 for i in range(n)]
-    return {"latency": latency, "start": start, "finish": finish, "steps": step, "tokens": tokens,
-            "utilisation": busy / (max_batch * step)}
+    latency, first_token = ([at[i] - requests[i].arrival + 1 for i in range(n)] for at in (finish, start))
+    return {"latency": latency, "first_token": first_token, "start": start, "finish": finish, "steps": step,
+            "tokens": tokens, "utilisation": busy / (max_batch * step)}
 
 
 # ----- argument checks --------------------------------------------------------------------------------------------
@@ -103,7 +114,7 @@ def _check_simulate(requests, policy, max_batch, kv_blocks, block_size) -> None:
     for i, r in enumerate(requests):
         if not isinstance(r, Request):
             raise TypeError(f"requests[{i}] must be a Request, got {validate.describe(r)}")
-    validate.choice("policy", policy, ("static", "continuous"))
+    validate.choice("policy", policy, ("static", "static_full", "continuous"))
     validate.integer("max_batch", max_batch)
     validate.integer("block_size", block_size)
     if kv_blocks is not None:

@@ -26,23 +26,26 @@ __all__ = ["forward_flops", "fit_exponent", "mla_step_flops", "config_sizes"]
 FLOP_SIZES = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_ff", "vocab_size")
 
 
-def forward_flops(config, n_new: int, n_past: int = 0) -> int:
+def forward_flops(config, n_new: int, n_past: int = 0, last_only: bool = False) -> int:
     """Floating-point operations of one forward pass over ``n_new`` tokens after ``n_past`` cached ones
-    (a multiply-add counts 2; only matrix products, which dominate).
+    (a multiply-add counts 2; only matrix products, which dominate). last_only: the output layer scores the
+    last position only (``model(..., last_only=True)``, all that decoding needs), so 2 d V is paid once.
 
     Per token: 2 * (L * (d (H + 2 H_kv) d_h + H d_h d + k d d_ff) + d V)   (projections, FFN with k = 3
     matrices for SwiGLU or 2 for GELU, output layer), plus attention: query i (position n_past + i) scores
     n_past + i keys and mixes as many values, 4 L H d_h (n_past + i) for i = 1 .. n_new (causal keys only).
 
-    Decoding with a cache at position t: forward_flops(c, 1, t - 1); without: forward_flops(c, t). Chapter 11.
+    Decoding with a cache at position t: forward_flops(c, 1, t - 1); without: forward_flops(c, t, last_only=True).
+    Chapter 11.
     """
-    _check_flops(config, n_new, n_past)
+    _check_flops(config, n_new, n_past, last_only)
     L, H, H_kv, d, d_ff, V = config_sizes(config, FLOP_SIZES)  # positive ints, or an error
     d_h = d // H
     n_ffn = 3 if _get(config, "ffn", "swiglu") == "swiglu" else 2
-    per_token = 2 * (L * (d * (H + 2 * H_kv) * d_h + H * d_h * d + n_ffn * d * d_ff) + d * V)
+    per_token = 2 * L * (d * (H + 2 * H_kv) * d_h + H * d_h * d + n_ffn * d * d_ff)  # the blocks
+    head = 2 * d * V * (min(n_new, 1) if last_only else n_new)  # the output layer
     keys_seen = n_new * n_past + n_new * (n_new + 1) // 2  # sum over the new queries of the keys each sees
-    return n_new * per_token + 4 * L * H * d_h * keys_seen
+    return n_new * per_token + head + 4 * L * H * d_h * keys_seen
 
 
 def fit_exponent(x, y) -> float:
@@ -102,11 +105,12 @@ def _check_config(config, names) -> None:
         _size(config, name)
 
 
-def _check_flops(config, n_new, n_past) -> None:
+def _check_flops(config, n_new, n_past, last_only) -> None:
     _check_config(config, FLOP_SIZES)
     validate.choice("config.ffn", _get(config, "ffn", "swiglu"), ("swiglu", "gelu"))
     validate.integer("n_new", n_new, low=0)
     validate.integer("n_past", n_past, low=0)
+    validate.boolean("last_only", last_only)
 
 
 def _check_mla_flops(T, n_heads, head_dim, d_c, d_model, absorbed) -> None:

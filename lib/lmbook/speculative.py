@@ -100,7 +100,9 @@ def speculative_generate(model, prompt_ids: torch.Tensor, max_new_tokens: int, d
         draft = list(drafter(ids, k))[:min(k, end - len(ids) - 1)]
         logits = model(torch.tensor([[nxt, *draft]], device=device), cache=cache)[0]  # (1 + m, V)
         choice = logits.argmax(-1).tolist()  # choice[i]: the target's token after draft[:i]
-        j = next((i for i, (d, c) in enumerate(zip(draft, choice, strict=False)) if d != c), len(draft))  # drafts kept
+        j = 0  # drafts kept: accept while draft[j] is the target's own choice
+        while j < len(draft) and draft[j] == choice[j]:
+            j += 1
         ids += draft[:j]
         nxt = choice[j]
         cache.crop(len(ids))  # forget the rejected drafts

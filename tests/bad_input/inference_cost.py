@@ -13,7 +13,8 @@ def _config():
 SIZES_DICT_OK = {"wrong_type"}  # a dict of the sizes is documented input (a published model's numbers)
 
 CASES = [
-    Case("forward_flops", lambda: (IC.forward_flops, {"config": _config(), "n_new": 3, "n_past": 2}),
+    Case("forward_flops", lambda: (IC.forward_flops, {"config": _config(), "n_new": 3, "n_past": 2,
+                                                         "last_only": False}),
          ok={"config": SIZES_DICT_OK,
              "n_new": {"zero"}, "n_past": {"zero"}}),  # no new tokens cost 0; no cached tokens is the plain pass
     Case("fit_exponent", lambda: (IC.fit_exponent, {"x": [1.0, 2.0, 4.0], "y": [3.0, 12.0, 48.0]})),

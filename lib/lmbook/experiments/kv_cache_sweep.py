@@ -59,7 +59,8 @@ def _seconds(fn) -> float:
 def step_seconds(model, ids: torch.Tensor, position: int, use_cache: bool, steps: int = 3) -> float:
     """Median wall time of a decoding step whose new token attends to ``position`` keys (itself included):
     with the cache, one token after a (not timed) prefill of position - 1 tokens, for ``steps`` consecutive
-    positions; without it, one full forward pass over ``position`` tokens. ids: (1, >= position + steps)."""
+    positions; without it, one full forward pass over ``position`` tokens, which also runs the output layer at
+    every position (a fair baseline would pass last_only=True). ids: (1, >= position + steps)."""
     if not use_cache:
         return _seconds(lambda: model(ids[:, :position]))
     cache = KVCache.for_model(model, position + steps)

@@ -24,11 +24,12 @@ def check_kv_example(answer) -> None:
 answer_check("context_budget",
              hint="MLA caches one latent of d_c values and one rotary key of d_h^R values per token and layer, "
                   "with no factor 2 (the latent serves keys and values); 16-bit values take 2 bytes; "
-                  "1 GiB = 2^30 bytes, and the budget is shared by 8 sequences.")
+                  "1 GiB = 2^30 bytes; each sequence holds 4,096 tokens; a sequence that does not fit whole "
+                  "cannot be served, so round down.")
 
 
 def check_context_budget(answer) -> None:
-    """Tokens per sequence of DeepSeek-V2's 16-bit MLA cache in 40 GiB with a batch of 8."""
+    """Sequences of 4,096 tokens whose 16-bit MLA caches (DeepSeek-V2) fit in 40 GiB, a whole number."""
     check_answer("context_budget", answer)
 
 
@@ -49,11 +50,12 @@ def _quantize_per_channel_cases():
     outliers[:, 2] *= 50  # one channel much larger than the rest, like real keys
     with_zero = torch.randn(5, 4, generator=g, dtype=torch.float64)
     with_zero[:, 1] = 0
+    plain = torch.randn(7, 3, generator=g, dtype=torch.float64)
     return [
+        Case((plain,), hint="each column (axis 0, the tokens) gets scale = its max |x| / 127; round x / scale to "
+                            "the nearest integer (not towards zero), clamp to [-127, 127], multiply back."),
         Case((outliers,), hint="one scale per column (channel): the maximum over the tokens, axis 0, not over "
                                "the features of each token."),
-        Case((torch.randn(7, 3, generator=g, dtype=torch.float64),),
-             hint="scale = max |x| / 127, then round(x / scale) and multiply back by the scale."),
         Case((with_zero,), hint="an all-zero column must come back as zeros, not NaN: use scale 1 there."),
         Case((torch.tensor([[1.0, -3.0], [0.5, 2.0]], dtype=torch.float64),),
              hint="the integers live in [-127, 127] (symmetric), so the largest |x| of a column maps to 127 exactly."),

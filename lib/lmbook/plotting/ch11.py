@@ -1,0 +1,72 @@
+"""Chapter 11's diagrams: a paged cache's block table, and one target pass of speculative decoding."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+from . import PALETTE
+
+__all__ = ["BLOCK_TABLE_ALT", "DRAFT_VERIFY_ALT", "draw_block_table", "draw_draft_verify"]
+
+BLOCK_TABLE_ALT = ("Left, the sequence's token positions cut into logical blocks 0, 1, 2 and so on, the last one "
+                   "partly filled; right, the pool's physical blocks in a column, the first two grey (held by "
+                   "another sequence), the sequence's blocks blue, the rest white (free). An arrow goes from each "
+                   "logical block to the physical block that the block table names, so consecutive positions land "
+                   "in whatever blocks were free.")
+DRAFT_VERIFY_ALT = ("A row of boxes: the context, the last known token, then four draft tokens d1 to d4. One target "
+                    "pass reads the last token and the drafts through the cache and gives a choice above each box. "
+                    "d1 and d2 equal the target's choices and are kept (green); d3 differs (red), so the target's own "
+                    "choice replaces it, and d3 and d4 are cropped from the cache (hatched). The pass yields three "
+                    "tokens.")
+
+
+def draw_block_table(block_table: list[int], block_size: int, seq_len: int, n_blocks: int, held=(), figsize=(8, 4)):
+    """Logical blocks of one sequence (left) and the pool's physical blocks (right), joined by the block table."""
+    fig, ax = plt.subplots(figsize=figsize)
+    for i, physical in enumerate(block_table):
+        filled = min(block_size, seq_len - i * block_size)
+        ax.add_patch(Rectangle((0, -i - 0.4), 3, 0.8, fc="white", ec="black"))
+        ax.add_patch(Rectangle((0, -i - 0.4), 3 * filled / block_size, 0.8, fc=PALETTE[0], alpha=0.35))
+        first, last = i * block_size, i * block_size + filled - 1
+        span = f"positions {first}-{last}" if filled > 1 else f"position {first}"
+        ax.text(1.5, -i, span, ha="center", va="center")
+        ax.text(-0.2, -i, f"block {i}", ha="right", va="center")
+        ax.add_artist(FancyArrowPatch((3.05, -i), (6.95, -physical * len(block_table) / n_blocks),
+                                      arrowstyle="-|>", mutation_scale=12, color=PALETTE[1], lw=1))
+    scale = len(block_table) / n_blocks
+    for b in range(n_blocks):
+        colour = "lightgrey" if b in held else (PALETTE[0] if b in block_table else "white")
+        ax.add_patch(Rectangle((7, -b * scale - 0.4 * scale), 2, 0.8 * scale, fc=colour, ec="black",
+                               alpha=0.6 if b in block_table else 1))
+        ax.text(9.2, -b * scale, f"physical {b}", va="center")
+    ax.text(1.5, 0.8, "the sequence (logical blocks)", ha="center")
+    ax.text(8, 0.8, "the pool", ha="center")
+    ax.text(5, 0.8, "block table", ha="center", color=PALETTE[1])
+    ax.set(xlim=(-2, 11.5), ylim=(-len(block_table) - 0.2, 1.2))
+    ax.axis("off")
+    return fig
+
+
+def draw_draft_verify(figsize=(9, 2.8)):
+    """One target pass of greedy speculative decoding with k = 4 drafts, two of them accepted."""
+    fig, ax = plt.subplots(figsize=figsize)
+    boxes = [("context", "white"), ("last", "white"), ("d1", PALETTE[2]), ("d2", PALETTE[2]), ("d3", PALETTE[1]),
+             ("d4", "white")]
+    choices = ["", "", "c1 = d1", "c2 = d2", "c3 ≠ d3", ""]  # the target's choice after each prefix
+    for i, (label, colour) in enumerate(boxes):
+        width = 2 if i == 0 else 1
+        x = 0 if i == 0 else 1.2 + i * 1.2
+        hatch = "//" if label in ("d3", "d4") else None
+        ax.add_patch(Rectangle((x, 0), width, 0.8, fc=colour, ec="black", alpha=0.5 if colour != "white" else 1,
+                               hatch=hatch))
+        ax.text(x + width / 2, 0.4, label, ha="center", va="center")
+        if choices[i]:
+            ax.text(x + width / 2, 1.3, choices[i], ha="center", va="center", fontsize=9)
+            ax.annotate("", (x + width / 2, 1.1), (x + width / 2, 0.85), arrowprops={"arrowstyle": "->"})
+    ax.text(1.2 + 4 * 1.2 + 0.5, -0.5, "c3 replaces d3; d3, d4 cropped from the cache", ha="center", fontsize=9)
+    ax.text(3.6, 1.9, "one target pass over [last, d1 .. d4]: a choice after each prefix", ha="left", fontsize=9)
+    ax.text(0, -0.5, "yield: d1, d2, c3 (3 tokens)", fontsize=9)
+    ax.set(xlim=(-0.2, 9), ylim=(-0.9, 2.2))
+    ax.axis("off")
+    return fig

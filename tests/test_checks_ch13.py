@@ -63,3 +63,30 @@ def test_by_hand_answer(capsys):
     assert RESULTS["cross_kv_savings"] is False and "T - 1" in capsys.readouterr().out
     checks.check_cross_kv_savings((30 - 1) * 6 * 40 * 512**2)  # only the keys, not the values
     assert RESULTS["cross_kv_savings"] is False
+
+
+def decoder_masks_unexpanded_cross(src_lengths, tgt_lengths):
+    self_mask, cross = decoder_masks(src_lengths, tgt_lengths)
+    return self_mask, cross[:, :, :1]  # (B, 1, 1, S): broadcasts in attention, so it is right too
+
+
+def prefix_lm_mask_float(prefix_len, total_len):
+    return prefix_lm_mask(prefix_len, total_len).float()  # the spec asks for a boolean mask
+
+
+def length_penalty_last_on_ties(hypotheses, alpha):
+    scores = [logp / ((5 + n) / 6) ** alpha for n, logp in hypotheses]
+    return max(reversed(range(len(scores))), key=lambda k: scores[k])  # the last of equal scores
+
+
+def test_decoder_masks_accepts_a_broadcastable_cross_mask(capsys):
+    checks.check_decoder_masks(decoder_masks_unexpanded_cross)
+    assert RESULTS["decoder_masks"] is True, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("check, good, bad, message", [
+    ("prefix_lm_mask", prefix_lm_mask, prefix_lm_mask_float, "boolean"),
+    ("length_penalty_best", length_penalty_best, length_penalty_last_on_ties, "tie"),
+])
+def test_check_rejects_the_wrong_type_and_tie_rule(check, good, bad, message, capsys):
+    accepts_then_rejects(capsys, check, good, bad, message)

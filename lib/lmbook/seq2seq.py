@@ -10,7 +10,8 @@ the memory (queries from the target, keys and values from the source):
 page; ``n_decoder_layers=0`` leaves an encoder-only model (BERT's shape) and ``n_encoder_layers=0`` a
 decoder-only one (the decoder layers then have no cross-attention). The defaults are the 2017 layout:
 post-norm LayerNorm with biases, sinusoidal positions, GELU (2017: ReLU) feed-forward networks.
-``norm_position="pre"`` with ``norm="rmsnorm"`` and ``bias=False`` is T5's block.
+``norm_position="pre"`` with ``norm="rmsnorm"`` and ``bias=False`` is T5-like in its norms and biases only
+(T5's relative position buckets, ReLU/GeGLU FFN and BART's embedding LayerNorm cannot be set here).
 :func:`greedy_decode` and :func:`beam_search` run the encoder and the cross-attention's key and value
 projections once per source (:meth:`Seq2Seq.cross_kv`), not once per step.
 
@@ -37,7 +38,7 @@ PAD, BOS, EOS = 0, 1, 2  # reserved ids: padding, start of target, end of target
 
 @dataclass
 class Seq2SeqConfig:
-    """Sizes and choices of an encoder-decoder; the defaults are the 2017 layout at a toy size. Chapter 13."""
+    """Sizes and choices of an encoder-decoder; the defaults: the 2017 layout but a GELU FFN, toy size. Ch. 13."""
     vocab_size: int = 32            # one vocabulary for source and target: the embedding is shared
     context_length: int = 32        # longest source or target; sizes a learned position table
     d_model: int = 64               # d, the width of both residual streams
@@ -46,7 +47,7 @@ class Seq2SeqConfig:
     n_decoder_layers: int = 2       # M decoder layers; 0 = an encoder-only model
     d_ff: int | None = None         # FFN width; None = 4 d
     norm: str = "layernorm"         # "layernorm" (2017, BART) | "rmsnorm" (T5)
-    norm_position: str = "post"     # "post" (2017, BART) | "pre" (T5, and every large model since)
+    norm_position: str = "post"     # "post" (2017, BART) | "pre" (T5, most large models since)
     ffn: str = "gelu"               # "gelu" | "swiglu"
     positional: str = "sinusoidal"  # "sinusoidal" (2017) | "learned" (BART)
     bias: bool = True               # biases in linear layers and LayerNorm (T5: False)

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import PALETTE
 
-__all__ = ["LOSS_ALT", "CROSS_ALT", "draw_losses", "draw_cross_attention"]
+__all__ = ["LOSS_ALT", "CROSS_ALT", "MASKS_ALT", "draw_losses", "draw_cross_attention", "draw_masks"]
 
 LOSS_ALT = ("Training loss per step, smoothed over 50 steps, on a logarithmic axis, for the encoder-decoder and the "
             "decoder-only model trained on the same noisy words. Both fall quickly over the first few hundred "
@@ -17,6 +17,24 @@ CROSS_ALT = ("Heat maps, one per example: rows are the letters the decoder wrote
              "letters of the misspelt source; darker cells get more cross-attention weight, averaged over the heads "
              "of the last decoder layer. The dark cells mostly follow a diagonal, shifted where a letter was "
              "inserted or deleted.")
+
+MASKS_ALT = ("Three grids of queries (rows) against keys (columns), filled where attention is allowed: the encoder's "
+             "self-attention over a padded source (every real query sees every real key, padded keys are empty), "
+             "the decoder's causal self-attention (a lower triangle), and cross-attention from target positions to "
+             "the source (every row the same, padded source keys empty).")
+
+
+def draw_masks(masks: dict, figsize=(9.0, 3.0)):
+    """masks: {title: (allowed (queries, keys) bool array, query label, key label)}: one grid each."""
+    fig, axes = plt.subplots(1, len(masks), figsize=figsize)
+    for ax, (title, (allowed, ylabel, xlabel)) in zip(np.atleast_1d(axes), masks.items(), strict=False):
+        a = np.asarray(allowed, dtype=float)
+        ax.imshow(a, cmap="Blues", vmin=0, vmax=1.4)
+        ax.set_xticks(range(a.shape[1]))
+        ax.set_yticks(range(a.shape[0]))
+        ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+        ax.grid(False)
+    return fig
 
 
 def draw_losses(losses: dict, window: int = 50, figsize=(6.4, 3.4)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
@@ -22,7 +23,8 @@ def check_cross_kv_savings(answer) -> None:
 def _mask_cases():
     return [
         Case((torch.tensor([3, 1]), torch.tensor([2, 4])),
-             hint="the target mask is causal AND hides padded target keys: j <= i and j < tgt_lengths[b]."),
+             hint="the first (self-attention) mask is causal AND hides padded target keys: j <= i and "
+                  "j < tgt_lengths[b]; the second hides padded source keys only."),
         Case((torch.tensor([2]), torch.tensor([3])), hint="the cross mask does not depend on the query i: "
                                                           "every target position may read every real source token."),
         Case((torch.tensor([5, 2, 4]), torch.tensor([1, 3, 3])),
@@ -30,7 +32,19 @@ def _mask_cases():
     ]
 
 
-function_check("decoder_masks", _mask_cases)
+def _masks_project(out):
+    """Compare both masks as 0/1 arrays, the cross mask broadcast to (B, 1, T, S): a (B, 1, 1, S) one is right."""
+    self_mask, cross = (np.asarray(m, dtype=float) for m in out)
+    if self_mask.ndim != 4 or cross.ndim != 4:
+        return [list(self_mask.shape), list(cross.shape)]
+    target = (*self_mask.shape[:3], cross.shape[-1])
+    try:
+        return [self_mask, np.broadcast_to(cross, target)]
+    except ValueError:
+        return [self_mask, cross]
+
+
+function_check("decoder_masks", _mask_cases, project=_masks_project)
 
 
 def check_decoder_masks(fn) -> None:
@@ -39,11 +53,13 @@ def check_decoder_masks(fn) -> None:
 
 
 function_check("prefix_lm_mask", lambda: [
-    Case((2, 5), hint="inside the prefix every token sees the whole prefix, including later prefix tokens."),
+    Case((2, 5), hint="inside the prefix every token sees the whole prefix, including later prefix tokens; and the "
+                      "mask is a boolean tensor (True = may attend), not 0/1 or -inf/0 floats."),
     Case((0, 4), hint="an empty prefix is a plain causal mask."),
     Case((4, 4), hint="a prefix that is the whole sequence is a bidirectional (all True) mask."),
     Case((3, 7)),
-])
+    Case((1, 3)),
+], project=lambda out: [bool(np.asarray(out).dtype == bool), np.asarray(out, dtype=float)])
 
 
 def check_prefix_lm_mask(fn) -> None:
@@ -57,6 +73,7 @@ function_check("length_penalty_best", lambda: [
                                              "longer hypothesis is penalised less per token."),
     Case(([(2, -1.0), (9, -1.9), (5, -1.5)], 0.6)),
     Case(([(4, -3.0), (4, -2.5), (8, -4.0)], 1.0), hint="return the index of the best hypothesis, counted from 0."),
+    Case(([(2, -3.0), (5, -1.5), (5, -1.5)], 1.0), hint="on a tie, return the first of the best (the lower index)."),
 ])
 
 

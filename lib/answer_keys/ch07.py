@@ -82,7 +82,7 @@ def _hidden_same_word():
 KEYS = {
     "attention_by_hand": Key(answer=_attention_by_hand()),
     "masked_log_softmax": Key(masked_log_softmax, _hidden_masked_log_softmax,
-                              giveaways=("scaled_dot_product_attention", "softmax", "log_softmax")),
+                              giveaways=("scaled_dot_product_attention", "softmax", "log_softmax", "logsumexp")),
     "left_padding_mask": Key(left_padding_mask, _hidden_left_padding),
     "same_word_score": Key(same_word_score, _hidden_same_word),
 }

@@ -131,6 +131,25 @@ dpo: install
 positional: install
 	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.positional_runs
 
+# Chapter 13's spelling models (the recipe chosen on a dev split, three seeds of each model, beam-4 corrections):
+# writes lib/lmbook/data/seq2seq_spelling.pt and seq2seq_spelling_tuning.json. The trainings run as parallel
+# processes on LMBOOK_DEVICE: about 20 minutes with LMBOOK_DEVICE=cuda on one H100 and 16 cores; hours on a CPU.
+.PHONY: seq2seq-spelling
+seq2seq-spelling: install
+	$(PY) -m lmbook.experiments.seq2seq_spelling tune
+	$(PY) -m lmbook.experiments.seq2seq_spelling final
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.seq2seq_spelling beam
+
+# Chapter 14's dense-versus-MoE runs: writes lib/lmbook/data/moe_runs.json.gz; about 25 minutes on one core.
+.PHONY: moe-runs
+moe-runs: install
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.moe_runs
+
+# A release is the git tag vX.Y.Z of pyproject's version: check that every place names it, print the tag command.
+.PHONY: release
+release: install
+	$(PY) .ci/release_check.py
+
 # Every notebook in a fresh, Colab-like environment, installing lmbook through its own set-up cell.
 test-fresh: install
 	$(TEST_ENV) $(BIN)/pytest tests/fresh -q -n 2 --dist load -p no:randomly

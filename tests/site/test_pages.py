@@ -1,7 +1,7 @@
 """The website as a reader meets it, in a real browser: every page loads cleanly, images load and are
 described, math is typeset (offline), solutions start closed, launch buttons point to the right notebook,
-search finds a chapter's term, and saved widgets render. A screenshot of each chapter's first screen is
-kept in _build/screenshots/."""
+every chapter links to its discussion, search finds a chapter's term, and saved widgets render. A screenshot
+of each chapter's first screen is kept in _build/screenshots/."""
 
 import re
 
@@ -68,6 +68,9 @@ def test_chapter_solutions_closed_and_launch_buttons_right(page, server, path):
     assert colab == [f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}"], colab
     assert binder and all(f"/gh/{repo}/{branch}" in h and notebook in h for h in binder), binder
     assert any(h.endswith(f"_sources/{notebook}") for h in links), "no download link for the .ipynb"
+    discuss = f"{CONFIG['repository']['url']}/discussions/new?category=q-a&title="
+    assert page.get_by_role("link", name="Discuss this page").get_attribute("href").startswith(discuss), \
+        f"{path}: no 'Discuss this page' link to {discuss}"
     provenance = page.inner_text("article")
     assert re.search(r"lmbook \d+\.\d+\.\d+ \| torch \S+ .*outputs of \d{4}-\d\d-\d\d", provenance), \
         f"{path}: the versions and date of the outputs are not shown"

@@ -131,13 +131,15 @@ dpo: install
 positional: install
 	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.positional_runs
 
-# Chapter 13's spelling models (the recipe chosen on a dev split, three seeds of each model, beam-4 corrections):
+# Chapter 13's spelling models (the recipe chosen on a dev split, three seeds of each model, the decoder-only
+# model also at the encoder-decoder's learning rate, beam-4 corrections):
 # writes lib/lmbook/data/seq2seq_spelling.pt and seq2seq_spelling_tuning.json. The trainings run as parallel
-# processes on LMBOOK_DEVICE: about 20 minutes with LMBOOK_DEVICE=cuda on one H100 and 16 cores; hours on a CPU.
+# processes on LMBOOK_DEVICE: about 25 minutes with LMBOOK_DEVICE=cuda on one H100 and 16 cores; most of a day on a laptop CPU.
 .PHONY: seq2seq-spelling
 seq2seq-spelling: install
 	$(PY) -m lmbook.experiments.seq2seq_spelling tune
 	$(PY) -m lmbook.experiments.seq2seq_spelling final
+	$(PY) -m lmbook.experiments.seq2seq_spelling matched
 	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.seq2seq_spelling beam
 
 # Chapter 14's dense-versus-MoE runs: writes lib/lmbook/data/moe_runs.json.gz; about 25 minutes on one core.

@@ -7,24 +7,24 @@ from lmbook import checks
 from lmbook.checks import RESULTS
 
 
-def decoder_masks(src_lengths, tgt_lengths):
-    T, S = int(tgt_lengths.max()), int(src_lengths.max())
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    real_tgt = torch.arange(T)[None, :] < tgt_lengths[:, None]
-    real_src = torch.arange(S)[None, :] < src_lengths[:, None]
-    return causal[None, None] & real_tgt[:, None, None, :], real_src[:, None, None, :].expand(-1, 1, T, -1)
+def packed_masks(lengths):  # written differently from the answer key: a loop over the words
+    T = int(lengths.sum())
+    mask, positions, start = torch.zeros(T, T, dtype=torch.bool), torch.zeros(T, dtype=torch.long), 0
+    for n in lengths.tolist():
+        mask[start:start + n, start:start + n] = torch.ones(n, n, dtype=torch.bool).tril()
+        positions[start:start + n] = torch.arange(n)
+        start += n
+    return mask, positions
 
 
-def decoder_masks_no_target_padding(src_lengths, tgt_lengths):
-    self_mask, cross = decoder_masks(src_lengths, tgt_lengths)
-    T = self_mask.shape[-1]
-    return torch.ones(T, T, dtype=torch.bool).tril().expand_as(self_mask), cross  # causal only
+def packed_masks_plain_causal(lengths):
+    mask, positions = packed_masks(lengths)
+    return torch.ones_like(mask).tril(), positions  # the second word reads the first
 
 
-def decoder_masks_causal_cross(src_lengths, tgt_lengths):
-    self_mask, cross = decoder_masks(src_lengths, tgt_lengths)
-    T, S = cross.shape[-2:]
-    return self_mask, cross & torch.ones(T, S, dtype=torch.bool).tril()  # a causal mask on the source: wrong
+def packed_masks_running_positions(lengths):
+    mask, _ = packed_masks(lengths)
+    return mask, torch.arange(mask.shape[0])  # positions do not restart
 
 
 def prefix_lm_mask(prefix_len, total_len):
@@ -47,8 +47,8 @@ def length_penalty_multiplies(hypotheses, alpha):
 
 
 @pytest.mark.parametrize("check, good, bad, message", [
-    ("decoder_masks", decoder_masks, decoder_masks_no_target_padding, "padded target keys"),
-    ("decoder_masks", decoder_masks, decoder_masks_causal_cross, "differs"),
+    ("packed_masks", packed_masks, packed_masks_plain_causal, "own word"),
+    ("packed_masks", packed_masks, packed_masks_running_positions, "restarts"),
     ("prefix_lm_mask", prefix_lm_mask, prefix_lm_mask_causal, "prefix"),
     ("length_penalty_best", length_penalty_best, length_penalty_multiplies, "divide"),
 ])
@@ -65,11 +65,6 @@ def test_by_hand_answer(capsys):
     assert RESULTS["cross_kv_savings"] is False
 
 
-def decoder_masks_unexpanded_cross(src_lengths, tgt_lengths):
-    self_mask, cross = decoder_masks(src_lengths, tgt_lengths)
-    return self_mask, cross[:, :, :1]  # (B, 1, 1, S): broadcasts in attention, so it is right too
-
-
 def prefix_lm_mask_float(prefix_len, total_len):
     return prefix_lm_mask(prefix_len, total_len).float()  # the spec asks for a boolean mask
 
@@ -79,13 +74,14 @@ def length_penalty_last_on_ties(hypotheses, alpha):
     return max(reversed(range(len(scores))), key=lambda k: scores[k])  # the last of equal scores
 
 
-def test_decoder_masks_accepts_a_broadcastable_cross_mask(capsys):
-    checks.check_decoder_masks(decoder_masks_unexpanded_cross)
-    assert RESULTS["decoder_masks"] is True, capsys.readouterr().out
+def packed_masks_float(lengths):
+    mask, positions = packed_masks(lengths)
+    return mask.float(), positions  # the spec asks for a boolean mask
 
 
 @pytest.mark.parametrize("check, good, bad, message", [
     ("prefix_lm_mask", prefix_lm_mask, prefix_lm_mask_float, "boolean"),
+    ("packed_masks", packed_masks, packed_masks_float, "boolean"),
     ("length_penalty_best", length_penalty_best, length_penalty_last_on_ties, "tie"),
 ])
 def test_check_rejects_the_wrong_type_and_tie_rule(check, good, bad, message, capsys):

@@ -225,3 +225,36 @@ def test_mlm_mask_80_10_10():
     masked = (corrupted[chosen] == 4).float().mean().item()
     kept = (corrupted[chosen] == ids[chosen]).float().mean().item()  # includes random draws of the same id
     assert abs(masked - 0.8) < 0.02 and abs(kept - (0.1 + 0.1 / 26)) < 0.02
+
+
+def test_stored_runs_use_the_dev_chosen_recipe_and_every_seed_is_scored():
+    from lmbook.experiments import seq2seq_spelling as runs
+
+    tuning, stored = runs.tuning(), runs.stored()
+    for name in runs.CONFIGS:  # an independent argmax over the dev table: the best mean of the two noise levels
+        mine = [r for r in tuning["runs"] if r["name"] == name]
+        top = sorted(mine, key=lambda r: -(r["dev"]["1"] + r["dev"]["2"]) / 2)[0]
+        assert stored["recipe"][name] == {"lr": top["lr"], "steps": top["steps"]}
+        assert set(stored["accuracy"][name]) == set(runs.SEEDS) == set(stored["losses"][name])
+        for seed in runs.SEEDS:
+            assert set(stored["accuracy"][name][seed]) == {1, 2}
+            assert len(stored["losses"][name][seed]) == top["steps"]
+    assert tuning["fit_words"] + tuning["dev_words"] == len(sp.split_by_type(list(sp.manual_words()))[0])
+
+
+def test_draw_losses_band_spans_the_seeds():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    from lmbook.plotting import ch13 as figs
+
+    rng = np.random.default_rng(0)
+    losses = {"a": {s: list(1 + rng.random(120)) for s in range(3)}}
+    fig = figs.draw_losses(losses, window=10)
+    ax = fig.axes[0]
+    line = ax.lines[0].get_ydata()
+    smooth = [np.convolve(v, np.ones(10) / 10, mode="valid") for v in losses["a"].values()]
+    assert np.allclose(line, smooth[0])
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() >= min(s.min() for s in smooth) - 1e-12 and band.max() <= max(s.max() for s in smooth) + 1e-12

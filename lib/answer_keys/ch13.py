@@ -8,12 +8,11 @@ from lmbook.teaching.checks import Case
 from . import Key
 
 
-def decoder_masks(src_lengths, tgt_lengths):
-    T, S = int(tgt_lengths.max()), int(src_lengths.max())
-    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-    self_mask = (j <= i)[None] & (torch.arange(T)[None, None, :] < tgt_lengths[:, None, None])  # (B, T, T)
-    cross = (torch.arange(S)[None, :] < src_lengths[:, None])[:, None, :].expand(-1, T, -1)  # (B, T, S)
-    return self_mask[:, None], cross[:, None]
+def packed_masks(lengths):
+    seg = torch.repeat_interleave(torch.arange(len(lengths)), lengths)  # (T,): the word of each position
+    i, j = torch.arange(len(seg))[:, None], torch.arange(len(seg))[None, :]
+    starts = torch.cumsum(lengths, 0) - lengths  # (W,): each word's first position
+    return (seg[:, None] == seg[None, :]) & (j <= i), torch.arange(len(seg)) - starts[seg]
 
 
 def prefix_lm_mask(prefix_len, total_len):
@@ -28,11 +27,9 @@ def length_penalty_best(hypotheses, alpha):
 
 KEYS = {
     "cross_kv_savings": Key(answer=(30 - 1) * 6 * 2 * 40 * 512**2),
-    "decoder_masks": Key(decoder_masks, lambda: [
-        Case((torch.tensor([1, 6]), torch.tensor([5, 2]))),
-        Case((torch.tensor([4, 4, 1, 2]), torch.tensor([1, 1, 2, 3]))),
-        Case((torch.tensor([7]), torch.tensor([1]))),
-    ], giveaways=("padding_mask", "causal_mask")),
+    "packed_masks": Key(packed_masks, lambda: [
+        Case((torch.tensor([2, 5]),)), Case((torch.tensor([1, 3, 1, 2]),)), Case((torch.tensor([6]),)),
+    ], giveaways=("causal_mask",)),
     "prefix_lm_mask": Key(prefix_lm_mask, lambda: [Case((1, 1)), Case((1, 6)), Case((5, 9)), Case((0, 1))],
                           giveaways=("causal_mask",)),
     "length_penalty_best": Key(length_penalty_best, lambda: [

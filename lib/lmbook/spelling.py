@@ -126,12 +126,13 @@ def train(model: Seq2Seq, words, steps: int = 1000, batch_size: int = 64, lr: fl
     """AdamW with warm-up and cosine decay (chapter 9) on fresh noisy forms of ``words``; the loss per step.
     double_softmax=True reproduces a common bug: cross-entropy applied to softmax outputs, not to logits."""
     _check_train(model, words, steps, batch_size, lr, seed, double_softmax)
-    decoder_only = model.config.n_encoder_layers == 0
+    decoder_only, device = model.config.n_encoder_layers == 0, next(model.parameters()).device
     config = TrainConfig(steps=steps, lr=lr, warmup_steps=min(50, steps // 10), batch_size=batch_size)
     optimizer, rng, losses = adamw(model, config), random.Random(seed), []
     model.train()
     for step in range(steps):
         b = make_batch(rng.choices(words, k=batch_size), rng, decoder_only=decoder_only)
+        b = {k: v.to(device) for k, v in b.items()}
         logits = (model.decode(b["tgt_in"]) if decoder_only else model(b["src"], b["src_lengths"], b["tgt_in"]))
         out = logits.softmax(-1) if double_softmax else logits  # the bug: probabilities fed in as logits
         loss = F.cross_entropy(out.flatten(0, 1), b["tgt_out"].flatten(), ignore_index=PAD)
@@ -150,14 +151,15 @@ def correct(model: Seq2Seq, noisy, max_len: int = 16) -> list[str]:
     """The model's greedy correction of each noisy word: an encoder-decoder reads it as the source; a decoder-only
     model continues ``noisy <sep>`` (words of one length at a time, so that no row needs padding)."""
     _check_correct(model, noisy, max_len)
+    device = next(model.parameters()).device
     if model.config.n_encoder_layers:
         src, lengths = encode(noisy)
-        return decode(greedy_decode(model, src, lengths, max_len))
+        return decode(greedy_decode(model, src.to(device), lengths.to(device), max_len))
     out, by_length = [""] * len(noisy), {}
     for i, w in enumerate(noisy):
         by_length.setdefault(len(w), []).append(i)
     for n, rows in by_length.items():
-        ids = torch.cat([encode([noisy[i] for i in rows])[0], torch.full((len(rows), 1), SEP)], dim=1)  # (b, n + 1)
+        ids = torch.cat([encode([noisy[i] for i in rows])[0], torch.full((len(rows), 1), SEP)], 1).to(device)  # b, n+1
         for _ in range(max_len):
             ids = torch.cat([ids, model.decode(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
             if (ids[:, n + 1:] == EOS).any(dim=1).all():

@@ -7,7 +7,7 @@ import torch
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_cross_kv_savings", "check_decoder_masks", "check_prefix_lm_mask", "check_length_penalty_best"]
+__all__ = ["check_cross_kv_savings", "check_packed_masks", "check_prefix_lm_mask", "check_length_penalty_best"]
 
 answer_check("cross_kv_savings",
              hint="per layer and per step, projecting the memory to K and V costs 2 S d^2 multiply-adds; with a "
@@ -20,36 +20,21 @@ def check_cross_kv_savings(answer) -> None:
     check_answer("cross_kv_savings", answer)
 
 
-def _mask_cases():
-    return [
-        Case((torch.tensor([3, 1]), torch.tensor([2, 4])),
-             hint="the first (self-attention) mask is causal AND hides padded target keys: j <= i and "
-                  "j < tgt_lengths[b]; the second hides padded source keys only."),
-        Case((torch.tensor([2]), torch.tensor([3])), hint="the cross mask does not depend on the query i: "
-                                                          "every target position may read every real source token."),
-        Case((torch.tensor([5, 2, 4]), torch.tensor([1, 3, 3])),
-             hint="shapes: (B, 1, T, T) and (B, 1, T, S), with T and S the longest lengths in the batch."),
-    ]
+function_check("packed_masks", lambda: [
+    Case((torch.tensor([4]),), hint="one word alone: a plain causal mask (True = may attend, a boolean tensor) and "
+                                    "positions 0, 1, ..., n - 1."),
+    Case((torch.tensor([3, 2]),),
+         hint="a token may attend only to earlier tokens of its own word (a block-diagonal causal mask), and its "
+              "position restarts at 0 at the first token of each word."),
+    Case((torch.tensor([2, 1, 3]),), hint="masks and positions of shapes (T, T) and (T,), T the sum of the lengths."),
+    Case((torch.tensor([1, 1]),)),
+], project=lambda out: [bool(np.asarray(out[0]).dtype == bool), np.asarray(out[0], dtype=float),
+                        np.asarray(out[1], dtype=float)])
 
 
-def _masks_project(out):
-    """Compare both masks as 0/1 arrays, the cross mask broadcast to (B, 1, T, S): a (B, 1, 1, S) one is right."""
-    self_mask, cross = (np.asarray(m, dtype=float) for m in out)
-    if self_mask.ndim != 4 or cross.ndim != 4:
-        return [list(self_mask.shape), list(cross.shape)]
-    target = (*self_mask.shape[:3], cross.shape[-1])
-    try:
-        return [self_mask, np.broadcast_to(cross, target)]
-    except ValueError:
-        return [self_mask, cross]
-
-
-function_check("decoder_masks", _mask_cases, project=_masks_project)
-
-
-def check_decoder_masks(fn) -> None:
-    """decoder_masks(src_lengths, tgt_lengths) -> (self_mask (B, 1, T, T), cross_mask (B, 1, T, S)), bool."""
-    run_check("decoder_masks", fn)
+def check_packed_masks(fn) -> None:
+    """packed_masks(lengths) -> (bool (T, T) mask, True = may attend; (T,) positions), T = lengths.sum()."""
+    run_check("packed_masks", fn)
 
 
 function_check("prefix_lm_mask", lambda: [

@@ -1,5 +1,6 @@
 """Chapter 14's self-checks accept the right answer and reject plausible wrong ones with a message."""
 
+import itertools
 import math
 
 import numpy as np
@@ -44,33 +45,26 @@ def test_balancing_loss(capsys):
     assert not verdict(capsys, checks.check_balancing_loss, without_e, "balancing_loss")[0]
 
 
-def _counts(vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, d_expert, n_experts, top_k, tied=False,
-            router=True):
-    per_block = (2 * n_heads + 2 * n_kv_heads) * head_dim * d_model + 2 * d_model
-    per_block += n_experts * 3 * d_model * d_expert + (n_experts * d_model if router else 0)
-    total = (1 if tied else 2) * vocab_size * d_model + n_layers * per_block + d_model
-    return total, total - n_layers * (n_experts - top_k) * 3 * d_model * d_expert
+def test_experts_read(capsys):
+    def good(n_experts, top_k, batch):  # independent forms: count k-subsets for small E, draw by draw otherwise
+        if math.comb(n_experts, top_k) < 10_000:
+            subsets = list(itertools.combinations(range(n_experts), top_k))
+            miss = sum(0 not in s for s in subsets) / len(subsets)  # one token misses expert 0
+        else:  # k draws without replacement, each missing expert 0
+            miss = math.prod((n_experts - 1 - j) / (n_experts - j) for j in range(top_k))
+        return n_experts * (1 - miss**batch)
 
+    assert verdict(capsys, checks.check_experts_read, good, "experts_read")[0]
 
-def test_moe_counts(capsys):
-    assert verdict(capsys, checks.check_moe_counts, _counts, "moe_counts")[0]
+    def no_overlap(n_experts, top_k, batch):  # B k distinct experts, capped at E
+        return min(n_experts, batch * top_k)
 
-    def d_over_h(vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, d_expert, n_experts, top_k):
-        return _counts(vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_model // n_heads, d_expert, n_experts,
-                       top_k)
+    accepts_then_rejects(capsys, "experts_read", good, no_overlap, "share an expert")
 
-    accepts_then_rejects(capsys, "moe_counts", _counts, d_over_h, "head_dim")
+    def with_replacement(n_experts, top_k, batch):  # k B independent draws of one expert each
+        return n_experts * (1 - (1 - 1 / n_experts) ** (batch * top_k))
 
-    def tied(*args):
-        return _counts(*args, tied=True)
-
-    assert not verdict(capsys, checks.check_moe_counts, tied, "moe_counts")[0]
-
-    def active_is_k_over_e(*args):  # scales everything, not only the experts
-        total, _ = _counts(*args)
-        return total, total * args[-1] // args[-2]
-
-    assert not verdict(capsys, checks.check_moe_counts, active_is_k_over_e, "moe_counts")[0]
+    assert not verdict(capsys, checks.check_experts_read, with_replacement, "experts_read")[0]
 
 
 def test_expert_choice(capsys):

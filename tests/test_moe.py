@@ -82,6 +82,18 @@ def test_capacity_keeps_first_choices_first_and_drops_the_rest():
     assert torch.bincount(chosen[kept], minlength=E).max() <= C
 
 
+def test_moe_layer_keeps_the_mask_of_its_capacity_dispatch():
+    layer = _layer(capacity_factor=1.0)
+    x = torch.randn(2, 15, 12, dtype=torch.float64)
+    y = layer(x)
+    tokens = x.reshape(-1, 12)  # brute force: route, then the per-layer capacity of section 6
+    weights, chosen = route(layer.router(tokens), 2)
+    want_y, want_kept = dispatch(tokens, weights, chosen, layer.experts, expert_capacity(30, 5, 2, 1.0))
+    assert layer.kept.shape == (30, 2) and torch.equal(layer.kept, want_kept) and (~layer.kept).any()
+    assert torch.allclose(y.view(-1, 12), want_y)
+    assert math.isclose(layer.dropped, (~want_kept).sum().item() / 60, abs_tol=1e-6)  # a float32 mean
+
+
 def test_expert_capacity():
     assert expert_capacity(64, 8, 1, 1.0) == 8
     assert expert_capacity(64, 8, 2, 1.25) == 20

@@ -146,8 +146,8 @@ def expert_ffn(d_model: int, d_expert: int) -> FeedForward:
 
 class MoE(nn.Module):
     """x (..., d) -> (..., d): route every token to k of E SwiGLU experts, add the shared experts. After each
-    call: aux_loss (Switch balancing loss), z_loss, load (fraction of assignments per expert) and dropped
-    (fraction of assignments over capacity). Chapter 14."""
+    call: aux_loss (Switch balancing loss), z_loss, load (fraction of assignments per expert), dropped
+    (fraction of assignments over capacity) and kept ((N, k) mask of the assignments served). Chapter 14."""
     def __init__(self, config: MoEConfig):
         super().__init__()
         _check_is_config(config)
@@ -156,7 +156,7 @@ class MoE(nn.Module):
         self.experts = nn.ModuleList(expert_ffn(config.d_model, config.d_expert) for _ in range(config.n_experts))
         self.shared = nn.ModuleList(expert_ffn(config.d_model, config.d_expert) for _ in range(config.n_shared))
         nn.init.normal_(self.router.weight, std=config.router_std)
-        self.aux_loss = self.z_loss = self.load = self.dropped = None
+        self.aux_loss = self.z_loss = self.load = self.dropped = self.kept = None
     def forward(self, x):
         _check_width(x, self.config.d_model)
         c = self.config
@@ -170,7 +170,7 @@ class MoE(nn.Module):
             y = y + expert(tokens)  # every token, weight 1
         self.aux_loss, self.z_loss = load_balancing_loss(logits, c.top_k), router_z_loss(logits)
         self.load = torch.bincount(chosen.reshape(-1), minlength=c.n_experts).detach().float() / chosen.numel()
-        self.dropped = 1.0 - kept.float().mean().item()
+        self.dropped, self.kept = 1.0 - kept.float().mean().item(), kept
         return y.view(x.shape)
 
 

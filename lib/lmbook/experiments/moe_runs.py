@@ -7,9 +7,11 @@ while the model holds four times the FFN parameters. Both train with the recipe 
 (the same batches, schedule and clipping for a given seed), in :func:`train_moe`, which adds the balancing loss
 of every MoE layer and records the expert load. Arms: dense; MoE with the balancing loss (weight 0.01, Switch's
 value); MoE without it; and, with a large router initialisation (std 1), MoE with and without it, where a
-strong early preference can lock in; the same active width split into 4 experts (top-1) and 16 (top-4); and
-top-1 with renormalised weights (g = 1). Three seeds for all but the single-seed arms.
-``python -m lmbook.experiments.moe_runs`` (about 25 minutes on one core) writes ``lmbook/data/moe_runs.json.gz``.
+strong early preference can lock in; and top-1 with renormalised weights (g = 1). Three seeds for all but the
+single-seed arms. ``python -m lmbook.experiments.moe_runs`` (about 15 minutes on one core) writes
+``lmbook/data/moe_runs.json.gz``. ``--project`` runs the chapter's project instead (the same active width split
+into 4 experts with top-1 and 16 with top-4) and prints its results without storing them: they are the
+exercise's answer.
 
 Left out: capacity limits (every run is dropless), the z-loss and longer runs; the chapter says what they change.
 """
@@ -43,12 +45,12 @@ ARMS = [("dense", None, 0.0, SEEDS), ("moe, balanced", EXPERTS, 0.01, SEEDS),
         ("moe, no balancing", EXPERTS, 0.0, SEEDS),
         ("moe, router std 1, no balancing", MoEConfig(router_std=1.0), 0.0, (0,)),
         ("moe, router std 1, balanced", MoEConfig(router_std=1.0), 0.01, (0,)),
-        # the same active width split three ways (the project exercise): 4 experts of 344 with top-1 (Switch's
-        # g = p, not renormalised), the main arm's 8 of 172 with top-2, and 16 of 86 with top-4
-        ("moe, 4 experts top-1", MoEConfig(d_expert=344, n_experts=4, top_k=1, renormalize=False), 0.01, SEEDS),
-        ("moe, 16 experts top-4", MoEConfig(d_expert=86, n_experts=16, top_k=4), 0.01, SEEDS),
         # top-1 renormalised: g = 1, so the router learns from the balancing loss alone (the chapter's pitfall)
         ("moe, 4 experts top-1, renormalised", _PITFALL, 0.01, (0,))]
+# the project exercise: the main arm's active width split into 4 experts of 344 with top-1 (Switch's g = p, not
+# renormalised) and 16 of 86 with top-4, to set beside the 8 of 172 with top-2
+PROJECT_ARMS = [("moe, 4 experts top-1", MoEConfig(d_expert=344, n_experts=4, top_k=1, renormalize=False), 0.01, SEEDS),
+                ("moe, 16 experts top-4", MoEConfig(d_expert=86, n_experts=16, top_k=4), 0.01, SEEDS)]
 
 
 def build(vocab_size: int, moe_config: MoEConfig | None, seed: int) -> torch.nn.Module:
@@ -103,11 +105,11 @@ def run_arm(name: str, moe_config: MoEConfig | None, aux_weight: float, seed: in
             "moe": None if moe_config is None else moe_config.__dict__, **history}
 
 
-def step_times(repeats: int = 30) -> dict:
+def step_times(arm_list: list | None = None, repeats: int = 30) -> dict:
     """Median seconds per training step (forward, backward, AdamW) of the dense model and of each MoE arm's
-    model, measured in turns within one process, so that a busy machine slows all of them alike."""
+    model (default: ARMS), measured in turns within one process, so that a busy machine slows all alike."""
     vocab, train_ids, _ = word_corpus(min_count=2)
-    arms = {name: moe_config for name, moe_config, _, _ in ARMS if "std 1" not in name}
+    arms = {name: moe_config for name, moe_config, _, _ in arm_list or ARMS if "std 1" not in name}
     models = {name: build(len(vocab), moe_config, 0) for name, moe_config in arms.items()}
     optimizers = {name: adamw(model, RECIPE) for name, model in models.items()}
     batch = random_windows(train_ids, RECIPE, torch.Generator().manual_seed(0))  # (B, L + 1)
@@ -124,8 +126,16 @@ def step_times(repeats: int = 30) -> dict:
     return {name: sorted(t)[len(t) // 2] for name, t in times.items()}
 
 
-def main() -> None:
+def main(project: bool = False) -> None:
     torch.set_num_threads(int(os.environ.get("LMBOOK_THREADS", "1")))
+    if project:  # printed, not stored in the package: these are the answer to the chapter's project
+        runs = [run_arm(name, cfg, aux, seed) for name, cfg, aux, seeds in PROJECT_ARMS for seed in seeds]
+        times = step_times(ARMS[:3] + PROJECT_ARMS)
+        for name, *_ in PROJECT_ARMS:
+            mine = [r for r in runs if r["arm"] == name]
+            print(json.dumps({name: {"val_loss": [round(r["val_loss"][-1], 4) for r in mine], "total": mine[0]["total"],
+                                     "active": mine[0]["active"], "seconds_per_step": round(times[name], 4)}}))
+        return
     runs = load()["runs"] if PATH.exists() else []  # keep the runs already stored; do the missing ones
     for name, moe_config, aux_weight, seeds in ARMS:
         for seed in seeds:
@@ -156,4 +166,6 @@ def _save(runs: list, seconds_per_step: dict | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(project="--project" in sys.argv[1:])

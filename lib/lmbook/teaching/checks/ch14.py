@@ -6,7 +6,7 @@ import numpy as np
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_balancing_loss_infimum", "check_balancing_loss", "check_moe_counts", "check_expert_choice",
+__all__ = ["check_balancing_loss_infimum", "check_balancing_loss", "check_experts_read", "check_expert_choice",
            "check_expected_drop_fraction", "check_paired_gap"]
 
 answer_check("balancing_loss_infimum",
@@ -47,21 +47,21 @@ def check_balancing_loss(fn) -> None:
     run_check("balancing_loss", fn)
 
 
-function_check("moe_counts", lambda: [
-    Case((100, 16, 1, 2, 2, 8, 24, 4, 1), hint="per block: W_Q and W_O are d x H d_h, W_K and W_V d x H_kv d_h; "
-                                               "E experts of 3 d d_e; a router of E d; two norms of d."),
-    Case((100, 16, 2, 4, 2, 6, 24, 4, 2), hint="use head_dim as given: it need not equal d_model / n_heads."),
-    Case((1000, 32, 3, 4, 1, 8, 40, 8, 2), hint="the embeddings are untied: |V| d for the input table and |V| d "
-                                                "for the output layer, plus a final norm of d."),
-    Case((32000, 4096, 32, 32, 8, 128, 14336, 8, 2), hint="Mixtral 8x7B: about 46.7 billion in total and 12.9 "
-                                                          "billion active; a token skips E - k experts per block."),
-], rtol=0, atol=0)
+function_check("experts_read", lambda: [
+    Case((8, 2, 1), hint="one token reads exactly its k experts."),
+    Case((8, 2, 2), hint="two tokens may share an expert: by linearity, sum over the E experts the probability "
+                         "that at least one of the B tokens chose it."),
+    Case((16, 4, 3), hint="a token that picks k of E experts uniformly misses a given expert with probability "
+                          "(E - k) / E (the k picks are without replacement)."),
+    Case((128, 8, 64), hint="Qwen3-30B-A3B's routing at batch 64: nearly every expert is read."),
+    Case((4, 4, 5), hint="with k = E every token reads every expert."),
+], rtol=1e-9, atol=1e-12)
 
 
-def check_moe_counts(fn) -> None:
-    """moe_counts(vocab_size, d_model, n_layers, n_heads, n_kv_heads, head_dim, d_expert, n_experts, top_k):
-    [total, active] parameters of a Mixtral-style model with untied embeddings."""
-    run_check("moe_counts", fn)
+def check_experts_read(fn) -> None:
+    """experts_read(n_experts, top_k, batch): the expected number of distinct experts one layer reads for a batch
+    of B tokens that each choose k of the E experts uniformly at random, independently."""
+    run_check("experts_read", fn)
 
 
 def _scores(seed, n, e):

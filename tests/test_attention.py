@@ -1,10 +1,11 @@
 """lmbook.attention, attention_fast, additive_attention and efficient_attention: against torch's
 F.scaled_dot_product_attention (masks, causal alignment, enable_gqa) and nn.MultiheadAttention with copied weights
 (key_padding_mask included), torch.softmax; additive scores, flash and linear attention against brute force; each
-fast path of fast_attention against the readable scaled_dot_product_attention."""
+fast path of fast_attention against the readable scaled_dot_product_attention; chapter 7's alignment figure."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -565,3 +566,31 @@ def test_additive_bad_shapes():
         AA.additive_scores(q, k, torch.randn(4, 7), torch.randn(4, 7), torch.randn(7))
     with pytest.raises(ValueError, match="values"):
         AA.additive_attention(q, k, torch.randn(4, 2), torch.randn(4, 7), torch.randn(6, 7), torch.randn(7))
+
+
+# ---- chapter 7's alignment figure -------------------------------------------------------------------
+
+def test_draw_alignment_shows_every_weight_in_its_cell():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lmbook.plotting import ch07 as figs
+
+    w = A.softmax(torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), dim=-1).numpy()
+    fig = figs.draw_alignment(w, ["a", "b", "c", "d"], ["x", "y", "z"])
+    ax = fig.axes[0]
+    assert np.array_equal(ax.images[0].get_array(), w)
+    cells = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
+    assert cells == {(i, j): f"{w[i, j]:.2f}" for i in range(3) for j in range(4)}  # row = target, column = source
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c", "d"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["x", "y", "z"]
+    matplotlib.pyplot.close(fig)
+
+
+@pytest.mark.parametrize("weights, error", [(np.ones((4, 3)) / 3, "shape"), (-np.ones((3, 4)), "non-negative"),
+                                            (np.full((3, 4), np.nan), "finite")])
+def test_draw_alignment_bad_weights(weights, error):
+    from lmbook.plotting import ch07 as figs
+
+    with pytest.raises(ValueError, match=error):
+        figs.draw_alignment(weights, ["a", "b", "c", "d"], ["x", "y", "z"])

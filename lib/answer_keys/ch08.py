@@ -15,14 +15,24 @@ def expand_kv(x, n_rep):
     return x.repeat_interleave(n_rep, dim=1)
 
 
-def online_softmax_step(m, l, a, s, V):  # noqa: E741
-    scores = torch.cat([m.reshape(1), s])
-    m_new = scores.max()
-    if torch.isinf(m_new) and m_new < 0:  # nothing seen yet: the empty state stays as it is
-        return m, l, a
-    rescale = torch.exp(m - m_new)
-    p = torch.exp(s - m_new)
-    return m_new, l * rescale + p.sum(), a * rescale + p @ V
+def merge_softmax_states(m1, l1, a1, m2, l2, a2):
+    if m1 == -math.inf and m2 == -math.inf:  # two empty states
+        return m1.clone(), torch.zeros_like(l1), torch.zeros_like(a1)
+    m = m1 if m1 >= m2 else m2
+    lse = torch.logaddexp(m1 + torch.log(l1), m2 + torch.log(l2))  # log of the total sum of exp(s_j)
+    weight1 = torch.exp(m1 + torch.log(l1) - lse) if l1 > 0 else torch.zeros_like(l1)  # worker 1's share of it
+    l = torch.exp(lse - m)  # noqa: E741
+    return m, l, l * (weight1 * a1 / torch.where(l1 > 0, l1, torch.ones_like(l1))
+                      + (1 - weight1) * a2 / torch.where(l2 > 0, l2, torch.ones_like(l2)))
+
+
+def dilated_window_mask(T, window, dilation):
+    mask = torch.zeros(T, T, dtype=torch.bool)
+    for i in range(T):
+        for n in range(window):
+            if i - n * dilation >= 0:
+                mask[i, i - n * dilation] = True
+    return mask
 
 
 def mean_pool_kv(W, n_heads, n_groups):
@@ -49,22 +59,22 @@ def _hidden_expand_kv():
     ]
 
 
-def _hidden_online_step():
+def _hidden_merge():
     g = torch.Generator().manual_seed(107)
 
-    def case(m, n, dv, spread):
-        return Case((torch.tensor(m, dtype=torch.float64), torch.rand((), generator=g, dtype=torch.float64) + 0.5,
-                     torch.randn(dv, generator=g, dtype=torch.float64),
-                     torch.randn(n, generator=g, dtype=torch.float64) * spread,
-                     torch.randn(n, dv, generator=g, dtype=torch.float64)))
+    def state(m, dv):
+        return (torch.tensor(m, dtype=torch.float64), torch.rand((), generator=g, dtype=torch.float64) + 0.5,
+                torch.randn(dv, generator=g, dtype=torch.float64))
 
     empty = (torch.tensor(-math.inf, dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64),
-             torch.zeros(2, dtype=torch.float64))
-    return [case(0.0, 3, 2, 4.0), case(3.0, 5, 4, 0.1), case(-100.0, 1, 1, 200.0),
-            Case((*empty, torch.tensor([1.0, -math.inf], dtype=torch.float64), torch.ones(2, 2, dtype=torch.float64))),
-            Case((torch.tensor(2.0, dtype=torch.float64), torch.tensor(1.5, dtype=torch.float64),
-                  torch.ones(2, dtype=torch.float64), torch.full((3,), -math.inf, dtype=torch.float64),
-                  torch.ones(3, 2, dtype=torch.float64)))]
+             torch.zeros(4, dtype=torch.float64))
+    return [Case((*state(0.0, 4), *state(0.0, 4))), Case((*state(-30.0, 4), *state(5.0, 4))),
+            Case((*state(3.0, 4), *empty)), Case((*empty, *state(-2.0, 4))), Case((*empty, *empty)),
+            Case((*state(-500.0, 4), *state(-520.0, 4)))]
+
+
+def _hidden_dilated_window():
+    return [Case((8, 2, 3)), Case((16, 4, 2)), Case((7, 1, 5)), Case((9, 9, 1)), Case((20, 5, 4))]
 
 
 def _hidden_mean_pool_kv():
@@ -87,7 +97,8 @@ def _hidden_linear_step():
 
 KEYS = {
     "expand_kv": Key(expand_kv, _hidden_expand_kv, giveaways=("repeat_kv",)),
-    "online_softmax_step": Key(online_softmax_step, _hidden_online_step, giveaways=("flash_attention",)),
+    "merge_softmax_states": Key(merge_softmax_states, _hidden_merge, giveaways=("flash_attention",)),
+    "dilated_window_mask": Key(dilated_window_mask, _hidden_dilated_window, giveaways=("sliding_window_mask",)),
     "mean_pool_kv": Key(mean_pool_kv, _hidden_mean_pool_kv),
     "linear_attention_step": Key(linear_attention_step, _hidden_linear_step, giveaways=("linear_attention",)),
 }

@@ -67,7 +67,7 @@ def linear_attention(q, k, v, feature_map="elu", is_causal=False, eps=1e-6, chun
 
     Replacing exp(q.k) by phi(q).phi(k) lets the sum over keys be done once: (phi(Q) phi(K)^T) V =
     phi(Q) (phi(K)^T V) costs O(T d^2) instead of O(T^2 d) and never forms the T x T matrix. It is a
-    different model, not an approximation with a guarantee. Causal: S and z become running sums over j <= i.
+    different model, not an approximation with a guarantee. Causal: only keys j <= i.
     Shapes as scaled_dot_product_attention (GQA expanded); feature_map "elu" (elu+1), "relu" or a callable. Ch. 8
     """
     k, v = _check_linear(q, k, v, feature_map, is_causal, eps, chunk)  # K/V heads repeated for GQA

@@ -8,7 +8,8 @@ import torch
 
 from ._core import Case, function_check, run_check
 
-__all__ = ["check_expand_kv", "check_online_softmax_step", "check_mean_pool_kv", "check_linear_attention_step"]
+__all__ = ["check_expand_kv", "check_merge_softmax_states", "check_dilated_window_mask", "check_mean_pool_kv",
+           "check_linear_attention_step"]
 
 
 def _expand_kv_cases():
@@ -31,41 +32,56 @@ def check_expand_kv(fn) -> None:
     run_check("expand_kv", fn)
 
 
-def _online_step_cases():
+def _merge_cases():
     g = torch.Generator().manual_seed(7)
 
-    def block(n, dv, spread=1.0):
-        return torch.randn(n, generator=g, dtype=torch.float64) * spread, torch.randn(n, dv, generator=g,
-                                                                                   dtype=torch.float64)
+    def state(m, dv):  # (m, l, a) of a worker that has seen some unmasked keys
+        return (torch.tensor(m, dtype=torch.float64), torch.rand((), generator=g, dtype=torch.float64) * 3 + 1,
+                torch.randn(dv, generator=g, dtype=torch.float64))
 
-    def state(m, dv):
-        return torch.tensor(m, dtype=torch.float64), torch.rand((), generator=g, dtype=torch.float64) * 3 + 1, \
-            torch.randn(dv, generator=g, dtype=torch.float64)
+    def empty(dv):  # a worker that has seen only masked keys
+        return torch.tensor(-math.inf, dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64), \
+            torch.zeros(dv, dtype=torch.float64)
 
-    empty = (torch.tensor(-math.inf, dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64),
-             torch.zeros(3, dtype=torch.float64))
-    low = torch.tensor([-5.0, -4.0, -6.0], dtype=torch.float64)
+    both = "rescale each state to the common maximum m = max(m1, m2): multiply BOTH l1 and a1 by exp(m1 - m), " \
+           "BOTH l2 and a2 by exp(m2 - m), then add."
     return [
-        Case((*empty, *block(4, 3)), hint="from the empty state (m = -inf, l = 0, a = 0) the result is the block's "
-                                          "own max, sum of exp(s - m') and exp(s - m') V."),
-        Case((*state(0.5, 3), low, torch.randn(3, 3, generator=g, dtype=torch.float64)),
-             hint="a block whose scores are all below m leaves m unchanged; add its exp(s - m) terms."),
-        Case((*state(-2.0, 2), *block(5, 2, spread=3.0)),
-             hint="when the block raises the max from m to m', multiply BOTH l and a by exp(m - m')."),
-        Case((*state(900.0, 2), *block(3, 2, spread=1000.0)), hint="subtract the new max before exp."),
-        Case((*empty, torch.full((2,), -math.inf, dtype=torch.float64), torch.randn(2, 3, generator=g,
-                                                                                   dtype=torch.float64)),
-             hint="a fully masked block (all scores -inf) before any real score must leave the empty state as it "
-                  "is: m stays -inf, l and a stay 0, with no NaN from exp(-inf - (-inf))."),
+        Case((*state(0.3, 3), *state(1.2, 3)), hint=both),
+        Case((*state(2.0, 2), *state(-1.0, 2)), hint="the result's m is max(m1, m2), the largest score of all keys."),
+        Case((*empty(3), *state(0.5, 3)), hint="an empty state (m = -inf, l = 0, a = 0) adds nothing: the result is "
+                                               "the other state."),
+        Case((*state(-0.7, 2), *empty(2))),
+        Case((*empty(2), *empty(2)), hint="both empty: return the empty state (m = -inf, l = 0, a = 0), with no NaN "
+                                          "from exp(-inf - (-inf))."),
+        Case((*state(900.0, 2), *state(850.0, 2)), hint="subtract the common maximum before exp: exp(900) overflows."),
     ]
 
 
-function_check("online_softmax_step", _online_step_cases, rtol=1e-9, atol=1e-12)
+function_check("merge_softmax_states", _merge_cases, rtol=1e-9, atol=1e-12)
 
 
-def check_online_softmax_step(fn) -> None:
-    """online_softmax_step(m, l, a, s (n,), V (n, d_v)) -> (m', l', a'), the online-softmax update of section 5."""
-    run_check("online_softmax_step", fn)
+def check_merge_softmax_states(fn) -> None:
+    """merge_softmax_states(m1, l1, a1, m2, l2, a2) -> (m, l, a), the state of one worker that saw all the keys."""
+    run_check("merge_softmax_states", fn)
+
+
+def _dilated_window_cases():
+    return [
+        Case((6, 2, 1), hint="dilation 1 is sliding_window_mask(T, T, window): causal, the query's own position "
+                             "included, `window` keys in all."),
+        Case((10, 3, 2), hint="query i reads keys i, i - d, ..., i - (window - 1) d: `window` keys, spaced by the "
+                              "dilation d, its own position included."),
+        Case((12, 4, 3), hint="only gaps i - j that are multiples of the dilation, from 0 to (window - 1) * dilation."),
+        Case((5, 3, 4), hint="keys before position 0 do not exist, and no query reads a later key (causal)."),
+    ]
+
+
+function_check("dilated_window_mask", _dilated_window_cases)
+
+
+def check_dilated_window_mask(fn) -> None:
+    """dilated_window_mask(T, window, dilation) -> (T, T) bool: query i reads keys i - n * dilation, 0 <= n < window."""
+    run_check("dilated_window_mask", fn)
 
 
 def _mean_pool_kv_cases():

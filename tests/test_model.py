@@ -338,3 +338,31 @@ def test_last_only_returns_the_last_position_logits():
     ids = torch.randint(0, 30, (2, 7))
     with torch.no_grad():
         torch.testing.assert_close(model(ids, last_only=True), model(ids)[:, -1:], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kv_heads,tie", [(None, True), (1, False), (2, True)])
+def test_plain_forward_gives_the_full_forward_logits(kv_heads, tie):
+    torch.manual_seed(0)
+    config = M.TransformerConfig(vocab_size=40, d_model=24, n_layers=3, n_heads=4, n_kv_heads=kv_heads,
+                                 tie_embeddings=tie)
+    model = M.Transformer(config).eval()
+    for p in model.parameters():  # move the norm gains off 1, so that a forgotten norm would show
+        p.data += 0.1 * torch.randn_like(p)
+    ids = torch.randint(0, 40, (2, 9))
+    with torch.no_grad():
+        torch.testing.assert_close(M.plain_forward(model, ids), model(ids), atol=1e-5, rtol=1e-5)
+        no_rope = M.plain_forward(model, ids).clone()
+        model.inv_freq = model.inv_freq * 0  # a forgotten rotation would leave plain_forward unchanged
+        assert not torch.allclose(model(ids), no_rope, atol=1e-3)
+
+
+@pytest.mark.parametrize("kwargs", [dict(positional="alibi"), dict(norm_position="post")])
+def test_plain_forward_rejects_what_it_leaves_out(kwargs):
+    model = M.Transformer(M.TransformerConfig(vocab_size=20, d_model=16, n_layers=1, n_heads=2, **kwargs))
+    with pytest.raises(ValueError, match="model must be a pre-norm RoPE Transformer"):
+        M.plain_forward(model, torch.zeros(1, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="model must be"):
+        M.plain_forward(nn.Linear(2, 2), torch.zeros(1, 3, dtype=torch.long))
+    rope = M.Transformer(M.TransformerConfig(vocab_size=20, d_model=16, n_layers=1, n_heads=2))
+    with pytest.raises(ValueError, match="ids must"):
+        M.plain_forward(rope, torch.full((1, 3), 20))

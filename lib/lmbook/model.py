@@ -1,13 +1,11 @@
 """A decoder-only Transformer language model: the architecture, in one file. Chapter 9.
 
-The first five definitions are the whole model on one page (chapter 9 shows them as one listing), in the
-Llama style that SmolLM2 uses: pre-RMSNorm blocks, RoPE, grouped-query attention and a SwiGLU network,
+The first five definitions are the whole model, Llama-style as in SmolLM2 (pre-RMSNorm, RoPE, GQA, SwiGLU):
 
     x_0 = E[ids];   x = x + Attn(Norm(x)),   x = x + FFN(Norm(x))   (L blocks);   logits = Norm(x) E^T
 
-:class:`TransformerConfig`, :class:`CausalSelfAttention`, :class:`FeedForward`, :class:`Block` and
-:class:`Transformer`. The variants that other chapters compare are small named pieces that the page calls,
-chosen by name in the config:
+``plain_forward`` (chapter 9's listing) is their forward pass in one function, without later chapters' hooks.
+The variants that other chapters compare are small named pieces that the page calls, chosen by name in the config:
 
 - norms (``make_norm``): RMSNorm, or LayerNorm (GPT-2, the 2017 Transformer), from ``lmbook.normalization``;
 - feed-forward networks (``make_ffn``): SwiGLU, or GPT-2's :class:`GeluFeedForward`;
@@ -34,7 +32,7 @@ from .normalization import LayerNorm, RMSNorm
 from .positional import alibi_bias, rope_cos_sin, rope_inv_freq, rotate_pairs, sinusoidal_encoding
 
 __all__ = ["TransformerConfig", "Transformer", "Block", "CausalSelfAttention", "FeedForward", "GeluFeedForward",
-           "PostNormBlock", "RMSNorm", "LayerNorm"]
+           "PostNormBlock", "RMSNorm", "LayerNorm", "plain_forward"]
 
 NORMS, NORM_POSITIONS, FFNS, POSITIONALS = ("layernorm", "rmsnorm"), ("pre", "post"), ("gelu", "swiglu"), (
     "none", "learned", "rope", "sinusoidal", "alibi")
@@ -149,6 +147,22 @@ class Transformer(nn.Module):
         validate.boolean("exclude_embeddings", exclude_embeddings)
         skip = ("tok_emb.", "pos_emb.") if exclude_embeddings else ()
         return sum(p.numel() for name, p in self.named_parameters() if not name.startswith(skip))
+
+
+def plain_forward(model: Transformer, ids: torch.Tensor) -> torch.Tensor:
+    """Transformer.forward of a pre-norm RoPE model, spelled out without the KV cache, ALiBi, dropout and input
+    checks: ids (B, T) -> logits (B, T, V), the same logits (tests/test_model.py). Chapter 9."""
+    _check_plain(model, ids)
+    x = model.tok_emb(ids)  # (B, T, d): the residual stream
+    cos_sin = rope_angles(torch.arange(ids.shape[1], device=ids.device), model.inv_freq, x.dtype)  # per position
+    for block in model.blocks:
+        attn, h = block.attn, block.attn_norm(x)  # the sub-layer reads a normalised copy of the stream
+        q = rotate_pairs(split_heads(attn.q_proj(h), attn.n_heads), *cos_sin)  # (B, H, T, d_h)
+        k = rotate_pairs(split_heads(attn.k_proj(h), attn.n_kv_heads), *cos_sin)  # (B, H_kv, T, d_h)
+        v = split_heads(attn.v_proj(h), attn.n_kv_heads)  # (B, H_kv, T, d_h)
+        x = x + attn.o_proj(merge_heads(fast_attention(q, k, v, is_causal=True)))  # and writes into it
+        x = x + block.ffn(block.ffn_norm(x))
+    return model.lm_head(model.final_norm(x))  # (B, T, V)
 
 
 # ----- the variants the page chooses between by name --------------------------------------------------------------
@@ -298,6 +312,12 @@ def _check_activations(x, d: int, cache=None, ndim: int | None = 3) -> None:
         want = "(B, T, d)" if ndim == 3 else "(..., d)"
         raise ValueError(f"x must have shape {want} with d={d}, got {tuple(x.shape)}")
     _check_cache(cache)
+
+
+def _check_plain(model, ids) -> None:
+    if not isinstance(model, Transformer) or (model.config.positional, model.config.norm_position) != ("rope", "pre"):
+        raise ValueError(f"model must be a pre-norm RoPE Transformer, got {validate.describe(model)}")
+    _check_forward(model, ids, None, None, False)
 
 
 def _check_forward(model: Transformer, ids, positions, cache, last_only) -> None:

@@ -72,6 +72,8 @@ CASES = [
                                  "cache": _cache(m), "last_only": False}))(_model(positional="rope")),
          ok={"positions": POSITIONS_OK | {"huge_id"}}, label="rope"),
     Case("Transformer.num_parameters", lambda: (_model().num_parameters, {"exclude_embeddings": True})),
+    Case("plain_forward", lambda: (M.plain_forward, {"model": _model(positional="rope"),
+                                                     "ids": torch.tensor([[1, 2, 3, 4]])})),
 ]
 
 SKIP = {}

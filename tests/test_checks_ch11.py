@@ -108,6 +108,18 @@ def test_by_hand_answers(capsys):
     assert RESULTS["context_budget"] is False
     checks.check_context_budget(40e9 // (4096 * 60 * 576 * 2))  # GB instead of GiB
     assert RESULTS["context_budget"] is False
+    checks.check_context_budget_int8(64)  # 40 * 2^30 / (4096 * 2 * 80 * 8 * 128 * 1 byte) = 64 exactly
+    assert RESULTS["context_budget_int8"] is True
+    checks.check_context_budget_int8(32)  # 16-bit values: int8 was the point of part (c)
+    assert RESULTS["context_budget_int8"] is False and "1 byte" in capsys.readouterr().out
+    checks.check_context_budget_int8(128)  # forgot the factor 2 for keys and values
+    assert RESULTS["context_budget_int8"] is False
+    checks.check_context_budget_int8(256)  # part (d)'s window of 1,024 tokens
+    assert RESULTS["context_budget_int8"] is False
+    checks.check_context_budget_int8(40e9 // (4096 * 2 * 80 * 8 * 128))  # GB instead of GiB: 59
+    assert RESULTS["context_budget_int8"] is False
+    checks.check_context_budget_int8(40 * 2**30 // (4096 * 2 * 80 * 64 * 128))  # 64 query heads, not 8 K/V heads
+    assert RESULTS["context_budget_int8"] is False
     checks.check_spec_tokens_per_pass((1 - 0.8**5) / 0.2)
     assert RESULTS["spec_tokens_per_pass"] is True
     checks.check_spec_tokens_per_pass(sum(0.8**i for i in range(1, 5)))  # accepted drafts only, no own token

@@ -56,6 +56,7 @@ def _hidden_quantize_per_channel():
 KEYS = {
     "kv_example": Key(answer=_kv_example()),
     "context_budget": Key(answer=40 * 2**30 // (4096 * 60 * (512 + 64) * 2)),  # DeepSeek-V2 (60 layers of MLA): 151
+    "context_budget_int8": Key(answer=40 * 2**30 // (4096 * 2 * 80 * 8 * 128 * 1)),  # Llama-2-70B shape, int8: 64
     "quantize_per_channel": Key(quantize_per_channel, _hidden_quantize_per_channel, giveaways=("quantize_int8",)),
     "spec_tokens_per_pass": Key(answer=spec_tokens_per_pass(), giveaways=("expected_tokens_per_pass",)),
     "lookup_draft": Key(lookup_draft, lambda: [

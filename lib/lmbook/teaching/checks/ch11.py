@@ -6,8 +6,8 @@ import torch
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_kv_example", "check_context_budget", "check_quantize_per_channel", "check_spec_tokens_per_pass",
-           "check_lookup_draft"]
+__all__ = ["check_kv_example", "check_context_budget", "check_context_budget_int8", "check_quantize_per_channel",
+           "check_spec_tokens_per_pass", "check_lookup_draft"]
 
 answer_check("kv_example",
              hint="the query is q_4 = x_4 = [0.7, 0.8] (x_5 is not known yet); the keys are k_1, k_2, k_3 from "
@@ -31,6 +31,17 @@ answer_check("context_budget",
 def check_context_budget(answer) -> None:
     """Sequences of 4,096 tokens whose 16-bit MLA caches (DeepSeek-V2) fit in 40 GiB, a whole number."""
     check_answer("context_budget", answer)
+
+
+answer_check("context_budget_int8",
+             hint="a model shaped like Llama 2 70B caches a key and a value (the factor 2) for each of its 8 key/value "
+                  "heads of 128 values, in each of 80 layers; int8 takes 1 byte a value (ignore the scales); the "
+                  "request is 4,096 tokens, not the window of part (d); 1 GiB = 2^30 bytes; round down.")
+
+
+def check_context_budget_int8(answer) -> None:
+    """Sequences of 4,096 tokens whose int8 caches (80 layers, 8 K/V heads of 128) fit in 40 GiB, a whole number."""
+    check_answer("context_budget_int8", answer)
 
 
 answer_check("spec_tokens_per_pass",

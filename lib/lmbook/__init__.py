@@ -21,6 +21,7 @@ The package has three layers, and imports point down only:
   14  ``moe``
   15  ``lora``, ``finetuning_cost``
   16  ``preference``, ``dpo``
+  17  ``reasoning`` (addition, scratchpads, verifier, voting), ``policy_gradient`` (REINFORCE, GRPO)
   ==  =======================================================================================
 
 - ``lmbook.experiments``: the slow runs whose results the chapters load from ``lmbook/data``;

@@ -125,6 +125,28 @@ EXERCISE_KINDS = {"drill", "transfer", "proof", "project"}
 MAX_CELLS = 70
 
 
+def section_numbers_and_references(markdown: str) -> tuple[list[int], set[int]]:
+    """The numbers of a chapter's "## N." headings, and the N of every "section N" it mentions (not those of
+    "chapter M's section N" or "chapter M, section N", which point into another chapter)."""
+    numbers = [int(m.group(1)) for m in re.finditer(r"^## (\d+)\.", markdown, re.M)]
+    references = {int(m.group(1)) for m in re.finditer(r"\b[Ss]ections? (\d+)", markdown)
+                  if not re.search(r"[Cc]hapter \d+('s|,)\s*$", markdown[max(0, m.start() - 25):m.start()])}
+    return numbers, references
+
+
+def test_section_references_are_read_from_the_text():
+    text = "## 1. A\n## 2. B\nas section 2 shows; chapter 9's section 7 and chapter 3, section 8 are elsewhere"
+    assert section_numbers_and_references(text) == ([1, 2], {2})
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_sections_are_numbered_in_order_and_every_reference_resolves(nb):
+    markdown = "\n".join("".join(c["source"]) for c in load(nb)["cells"] if c["cell_type"] == "markdown")
+    numbers, references = section_numbers_and_references(markdown)
+    assert numbers == list(range(1, len(numbers) + 1)), f"{nb.name}: sections numbered {numbers}"
+    assert references <= set(numbers), f"{nb.name}: refers to missing section(s) {sorted(references - set(numbers))}"
+
+
 def exercise_kinds(markdown: str) -> dict[str, list[str]]:
     """{label: kinds} for every exercise in a chapter's markdown; kinds come from the `:class:` option."""
     found = re.findall(r"```\{exercise-start\}[^\n]*\n:label: ([\w-]+)\n(?::class: ([^\n]*)\n)?", markdown)

@@ -134,7 +134,8 @@ positional: install
 # Chapter 13's spelling models (the recipe chosen on a dev split, three seeds of each model, the decoder-only
 # model also at the encoder-decoder's learning rate, beam-4 corrections):
 # writes lib/lmbook/data/seq2seq_spelling.pt and seq2seq_spelling_tuning.json. The trainings run as parallel
-# processes on LMBOOK_DEVICE: about 25 minutes with LMBOOK_DEVICE=cuda on one H100 and 16 cores; most of a day on a laptop CPU.
+# processes on LMBOOK_DEVICE: about 25 minutes with LMBOOK_DEVICE=cuda on one H100 and 16 cores; about ten
+# minutes of one CPU core per training run (13 runs) without one.
 .PHONY: seq2seq-spelling
 seq2seq-spelling: install
 	$(PY) -m lmbook.experiments.seq2seq_spelling tune

@@ -10,7 +10,8 @@ The trainings of a stage run as parallel processes on ``lmbook.utils.default_dev
 GPU). On one H100 with 16 CPU cores a 3,000-step run took about 400 s (six at once; 250 s three at once): a step
 costs 80-160 ms there, mostly Python building the noisy batch and launching the model's many small kernels. The
 stored ``tune`` times (about 480 s) were taken while eight trainings shared the machine, four of them of a
-10,000-step arm that was stopped unfinished. On one laptop CPU core a step takes one to two seconds.
+10,000-step arm that was stopped unfinished. On one CPU core with nothing else competing for it a step
+takes about 0.2 s, a 3,000-step run about ten minutes.
 
 ``tune`` splits the training words by type into a fit and a dev part, trains every (model, lr, steps) of GRID on
 the fit part and scores greedy corrections of the dev words: ``seq2seq_spelling_tuning.json``. ``final`` trains

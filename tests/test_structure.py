@@ -189,6 +189,20 @@ def test_student_edition_can_run_top_to_bottom(nb):
         code = "\n".join(line for line in src.splitlines() if "checks.check_" not in line)
         used = {name for name in defined if re.search(rf"\b{name}\b", code)}
         assert not used, f"{nb.name}: a cell outside the solutions uses {sorted(used)}, which the student edition stubs"
+    stubbed = set()  # inside a solution cell: the functions it stubs, and what its solution lines assign
+    for c in cells:
+        src = "".join(c["source"])
+        inside = "\n".join(re.findall(r"### BEGIN SOLUTION(.*?)### END SOLUTION", src, re.S))
+        stubbed |= set(re.findall(r"^def (\w+)", src, re.M)) | set(re.findall(r"^(\w+)\s*=(?!=)", inside, re.M))
+    for c in cells:  # ... and no line of a solution cell outside its markers may call or read them either
+        src = "".join(c["source"])
+        if "### BEGIN SOLUTION" not in src:
+            continue
+        outside = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "", src, flags=re.S)
+        code = "\n".join(line for line in outside.splitlines()
+                         if "checks.check_" not in line and not re.match(r"\s*def \w+\(", line))
+        used = {name for name in stubbed if re.search(rf"\b{name}\b", code)}
+        assert not used, f"{nb.name}: a solution cell uses {sorted(used)} outside its solution markers"
 
 
 # ----- the package's layers ---------------------------------------------------------------------------

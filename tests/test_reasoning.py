@@ -51,6 +51,9 @@ def test_reversed_format_round_trips():
         text = R.target(a, b, "reversed")
         assert text[:-1] == str(a + b)[::-1]
         assert R.parse_answer(text, "reversed") == a + b
+        operands = R.prompt(a, b, "reversed")[:-1].split("+")
+        assert [int(x[::-1]) for x in operands] == [a, b]  # the operands are reversed too
+    assert R.prompt(123, 459, "reversed") == "321+954=" and R.prompt(123, 459) == "123+459="
 
 
 def test_problems_are_seeded_and_have_the_right_size():
@@ -108,7 +111,7 @@ def test_encode_decode_and_batches():
         assert ids.shape[1] == mask.shape[1] + 1
         for n, (a, b) in enumerate(problems):
             assert R.decode(ids[n, 1:][mask[n]]) == R.target(a, b, fmt)  # the masked next tokens are the target
-            assert R.decode(ids[n]) == R.prompt(a, b) + R.target(a, b, fmt)
+            assert R.decode(ids[n]) == R.prompt(a, b, fmt) + R.target(a, b, fmt)
     with pytest.raises(ValueError, match="text"):
         R.encode("1-2")
 
@@ -129,3 +132,32 @@ def test_best_of_n_picks_the_first_best():
     assert R.best_of_n(completions, lambda c: float(len(c) + completions.index(c))) == 2
     with pytest.raises(TypeError, match="verifier"):
         R.best_of_n(completions, "reward")
+
+
+# ----- pass@k: the unbiased estimator against a brute-force average over every k-subset ----------------------
+
+@pytest.mark.parametrize("n, c, k", [(5, 0, 1), (5, 2, 1), (5, 2, 3), (6, 3, 4), (7, 1, 7), (8, 8, 2), (6, 5, 3)])
+def test_pass_at_k_is_the_average_over_subsets(n, c, k):
+    import itertools
+
+    samples = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(samples, k))
+    assert R.pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets), abs=1e-12)
+
+
+def test_pass_at_k_is_unbiased_and_the_plug_in_is_biased_low():
+    import math
+
+    p, n, k = 0.2, 10, 5  # c ~ Binomial(n, p): E[estimate] must be 1 - (1 - p)^k
+    weights = [math.comb(n, c) * p**c * (1 - p) ** (n - c) for c in range(n + 1)]
+    unbiased = sum(w * R.pass_at_k(n, c, k) for c, w in enumerate(weights))
+    plug_in = sum(w * (1 - (1 - c / n) ** k) for c, w in enumerate(weights))
+    assert unbiased == pytest.approx(1 - (1 - p) ** k, abs=1e-12)
+    assert plug_in < 1 - (1 - p) ** k - 0.01
+
+
+@pytest.mark.parametrize("args, error", [((3, 4, 1), ValueError), ((3, 1, 4), ValueError), ((3, 1, 0), ValueError),
+                                         ((3.0, 1, 1), TypeError), ((3, -1, 1), ValueError)])
+def test_pass_at_k_rejects_bad_counts(args, error):
+    with pytest.raises(error):
+        R.pass_at_k(*args)

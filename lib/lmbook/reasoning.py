@@ -2,14 +2,15 @@
 
 - :func:`make_problems`: pairs (a, b) of ``digits``-digit numbers drawn by a seeded ``random.Random``;
 - :func:`prompt` and :func:`target`: the text "a+b=" and the text a model must write after it, in one of
-  ``FORMATS``: "answer" (579.), "reversed" (975., least significant digit first, the order in which the
-  digits are computed) or "scratchpad" (one step per column, carries written out, then the answer);
+  ``FORMATS``: "answer" (579.), "reversed" (every number least significant digit first, the order in which
+  the digits are computed: "321+954=" then "975.") or "scratchpad" (one step per column, carries written
+  out, then the answer);
 - :func:`encode`, :func:`decode` and :func:`encode_examples`: a character vocabulary of 16 symbols, and
   padded batches of prompt + target with a mask of the target's positions (the positions a loss counts);
 - :func:`parse_answer` and :func:`reward`: the verifier; a completion earns 1 if it states a + b, else 0;
   malformed text earns 0 and never raises;
 - :func:`majority_vote` (self-consistency) and :func:`best_of_n`: two ways to spend more samples at test
-  time. Chapter 17.
+  time; :func:`pass_at_k`: the unbiased estimate of the chance that k samples hold a right one. Chapter 17.
 
 Left out on purpose: multiplication and other tasks (the same pieces would serve), and any model: the
 policy-gradient losses are :mod:`lmbook.policy_gradient`, the model and its trainer are chapter 9's.
@@ -26,7 +27,7 @@ import torch
 from . import validate
 
 __all__ = ["FORMATS", "VOCAB", "PAD", "EOS", "make_problems", "prompt", "scratchpad", "target", "encode",
-           "decode", "encode_examples", "parse_answer", "reward", "majority_vote", "best_of_n"]
+           "decode", "encode_examples", "parse_answer", "reward", "majority_vote", "best_of_n", "pass_at_k"]
 
 FORMATS = ("answer", "reversed", "scratchpad")
 PAD, EOS = "_", "."  # padding (id 0) and the end of every target
@@ -48,9 +49,12 @@ def make_problems(n: int, digits: int, seed: int = 0) -> list[tuple[int, int]]:
     return [(rng.randint(low, high), rng.randint(low, high)) for _ in range(n)]
 
 
-def prompt(a: int, b: int) -> str:
-    """The question as the model reads it: "a+b=". """
-    _check_operands(a, b)
+def prompt(a: int, b: int, fmt: str = "answer") -> str:
+    """The question as the model reads it: "a+b=", with both operands' digits reversed in the "reversed" format
+    ("321+954=" for 123 + 459), so that the i-th digits of a, b and the answer sit the same distance apart."""
+    _check_target(a, b, fmt)
+    if fmt == "reversed":
+        return f"{str(a)[::-1]}+{str(b)[::-1]}="
     return f"{a}+{b}="
 
 
@@ -107,7 +111,7 @@ def encode_examples(problems, fmt: str = "answer") -> tuple[torch.Tensor, torch.
         ids (N, T) int64,  target_mask (N, T - 1) bool,  target_mask[n, t] = (ids[n, t + 1] is in the target).
     """
     _check_examples(problems, fmt)
-    texts = [(prompt(a, b), target(a, b, fmt)) for a, b in problems]
+    texts = [(prompt(a, b, fmt), target(a, b, fmt)) for a, b in problems]
     length = max(len(p) + len(t) for p, t in texts)
     ids = torch.zeros(len(texts), length, dtype=torch.long)  # (N, T), PAD = 0
     target_mask = torch.zeros(len(texts), length - 1, dtype=torch.bool)  # (N, T - 1)
@@ -170,6 +174,22 @@ def best_of_n(completions, verifier: Callable[[str], float]) -> int:
     _check_best_of_n(completions, verifier)
     scores = [verifier(c) for c in completions]
     return max(range(len(scores)), key=lambda i: (scores[i], -i))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass@k, the chance that at least one of k samples is right, from n >= k samples
+    of which c are right (Chen et al. 2021): one minus the share of k-subsets of the n samples with no right one,
+
+        pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i = n - c + 1}^{n} (1 - k / i)   (the stable product).
+
+    The plug-in 1 - (1 - c/n)^k is biased low: it is a convex function of the estimate c/n (Jensen)."""
+    _check_pass_at_k(n, c, k)
+    if n - c < k:  # every k-subset holds a right sample
+        return 1.0
+    miss = 1.0
+    for i in range(n - c + 1, n + 1):
+        miss *= 1.0 - k / i
+    return 1.0 - miss
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -240,3 +260,9 @@ def _check_answers(answers) -> None:
     for i, x in enumerate(answers):
         if x is not None:
             validate.integer(f"answers[{i}]", x, low=0)
+
+
+def _check_pass_at_k(n, c, k) -> None:
+    validate.integer("n", n)
+    validate.integer("c", c, low=0, high=n)
+    validate.integer("k", k, high=n)

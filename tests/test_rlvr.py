@@ -1,0 +1,81 @@
+"""lmbook.rlvr: the supervised loss counts only the target, completions are masked up to their first EOS, token
+log-probabilities match a direct computation, and one GRPO step changes the policy and never the reference."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from lmbook import reasoning as R
+from lmbook import rlvr
+from lmbook.model import Transformer
+from lmbook.pretrained import tiny_config
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return Transformer(tiny_config(len(R.VOCAB))).eval()
+
+
+def test_supervised_loss_counts_only_the_target_characters(model):
+    problems = [(12, 34), (5, 678)]
+    loss = rlvr.supervised_loss(model, problems, "scratchpad")
+    terms = []
+    for a, b in problems:  # one problem at a time, no padding, positions read by hand
+        p, t = R.prompt(a, b, "scratchpad"), R.target(a, b, "scratchpad")
+        ids = torch.tensor([R.encode(p + t)])
+        logp = model(ids[:, :-1])[0].log_softmax(-1)
+        terms += [-logp[len(p) - 1 + j, ids[0, len(p) + j]] for j in range(len(t))]
+    assert loss.item() == pytest.approx(torch.stack(terms).mean().item(), rel=1e-5)
+
+
+def test_complete_masks_generated_tokens_up_to_the_first_eos(model):
+    problems = [(123, 456), (789, 101)]
+    ids, mask, texts = rlvr.complete(model, problems, "answer", n_samples=3, temperature=1.0,
+                                     generator=torch.Generator().manual_seed(0))
+    plen = len(R.prompt(*problems[0]))
+    assert ids.shape[0] == 6 and mask.shape == (6, ids.shape[1] - 1) and len(texts) == 6
+    for row, m in zip(ids.tolist(), mask.tolist(), strict=True):
+        new = row[plen:]
+        end = new.index(rlvr.EOS_ID) + 1 if rlvr.EOS_ID in new else len(new)
+        assert [t for t, keep in enumerate(m) if keep] == list(range(plen - 1, plen - 1 + end))
+
+
+def test_token_logps_equal_a_direct_gather(model):
+    ids = torch.tensor([R.encode("12+34=46."), R.encode("99+1=100.")[:9]])
+    logits = model(ids[:, :-1])
+    direct = torch.stack([F.log_softmax(logits[n, t], -1)[ids[n, t + 1]] for n in range(2) for t in range(8)])
+    assert torch.allclose(rlvr.token_logps(model, ids).flatten(), direct, atol=1e-5)
+
+
+def test_greedy_accuracy_scores_with_the_verifier(model):
+    problems = R.make_problems(6, 2, seed=3)
+    _, _, texts = rlvr.complete(model, problems, "answer")
+    expected = sum(R.reward(t, a, b) for t, (a, b) in zip(texts, problems, strict=True)) / 6
+    assert rlvr.accuracy(model, problems, "answer") == expected
+
+
+def test_grpo_step_moves_the_policy_and_never_the_reference(model):
+    policy = copy.deepcopy(model).train()
+    reference = copy.deepcopy(model).requires_grad_(False)
+    before = {k: v.clone() for k, v in reference.state_dict().items()}
+    opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+    out = rlvr.grpo_step(policy, reference, opt, R.make_problems(2, 1, seed=0), "answer",
+                         rlvr.GRPOConfig(group_size=4, temperature=2.0), torch.Generator().manual_seed(1))
+    assert set(out) == {"reward", "kl", "clipped"} and 0 <= out["reward"] <= 1 and out["kl"] >= 0
+    assert all(torch.equal(v, reference.state_dict()[k]) for k, v in before.items())
+    assert any(not torch.equal(p, q) for p, q in zip(policy.parameters(), reference.parameters(), strict=True))
+
+
+def test_bad_arguments_are_named(model):
+    with pytest.raises(ValueError, match="one length"):
+        rlvr.complete(model, [(1, 2), (10, 20)])
+    with pytest.raises(ValueError, match="fmt"):
+        rlvr.complete(model, [(1, 2)], "binary")
+    with pytest.raises(ValueError, match="reference"):
+        rlvr.grpo_step(model, model, torch.optim.SGD(model.parameters(), lr=0.1), [(1, 2)], "answer",
+                       rlvr.GRPOConfig())
+    with pytest.raises(TypeError, match="config"):
+        rlvr.grpo_step(model, copy.deepcopy(model), torch.optim.SGD(model.parameters(), lr=0.1), [(1, 2)],
+                       "answer", {"group_size": 8})

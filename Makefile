@@ -13,7 +13,7 @@ TEST_ENV := LMBOOK_THREADS=1 LMBOOK_QUIET=1
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 JB_BUILD := $(BIN)/jupyter-book build . --path-output _build/site
 
-.PHONY: install book test lint pytest nbval nbval-default test-repro build-check test-site test-fresh lab outputs serve bench data \
+.PHONY: install book test lint pytest nbval nbval-default test-repro build-check pdf test-site test-fresh lab outputs serve bench data \
         student grade gradescope-bundle vendor clean
 
 install: $(STAMP)
@@ -30,7 +30,7 @@ book: install
 	rm -rf _build/html && cp -r _build/site/_build/html _build/html
 	@echo "Site written to _build/html (open _build/html/index.html)"
 
-test: install lint pytest nbval nbval-default build-check test-site test-fresh
+test: install lint pytest nbval nbval-default pdf build-check test-site test-fresh
 
 lint: install
 	$(BIN)/ruff check lib tests benchmarks notebooks
@@ -62,11 +62,19 @@ build-check: install
 	$(JB_BUILD) --all -W -n --keep-going
 	rm -rf _build/html && cp -r _build/site/_build/html _build/html
 
-# The site in a real browser (Debian's Chromium via Playwright) and its links; builds the site first.
+# The whole book as one PDF without the solutions, _build/pdf/book.pdf: the single-page build (HIDE_SOLUTIONS=1)
+# printed by Debian's Chromium with book/_static/print-book.css (book/_ext/book_pdf.py, print_pdf.py); about
+# 3 minutes. A site built after it (make pdf book) serves the PDF as book.pdf and links it.
+pdf: install
+	HIDE_SOLUTIONS=1 $(BIN)/jupyter-book build . --builder singlehtml --path-output _build/pdf-site --all
+	$(PY) book/_ext/print_pdf.py _build/pdf-site/_build/singlehtml _build/pdf/book.pdf
+
+# The site in a real browser (Debian's Chromium via Playwright) and its links, and the PDF (pdfinfo, pdftotext
+# and pdftoppm from Debian's poppler-utils); builds the PDF and then the site first.
 # The widget libraries the site loads from a CDN are fetched from the npm registry for the test's
 # offline browser (skipped, with the widget test, where npm is missing).
 WIDGET_JS := _build/vendor/html-manager/package/dist/embed-amd.js
-test-site: build-check student
+test-site: pdf build-check student
 	-@command -v npm >/dev/null && test -f $(WIDGET_JS) || (mkdir -p _build/vendor && cd _build/vendor && \
 	  npm pack --silent requirejs@2.3.4 @jupyter-widgets/html-manager@1.0.6 >/dev/null && \
 	  mkdir -p requirejs html-manager && tar xzf requirejs-2.3.4.tgz -C requirejs && \
@@ -142,6 +150,26 @@ seq2seq-spelling: install
 	$(PY) -m lmbook.experiments.seq2seq_spelling final
 	$(PY) -m lmbook.experiments.seq2seq_spelling matched
 	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.seq2seq_spelling beam
+
+# Chapter 17's runs: the tiny model trained on addition in three formats, then GRPO (writes
+# lib/lmbook/data/reasoning_runs.json.gz and reasoning_models.pt); about an hour of one CPU core in all.
+.PHONY: reasoning
+reasoning: install
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.reasoning_runs sft
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.reasoning_runs grpo
+	LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.reasoning_runs smollm2
+
+# Chapter 18's runs: SmolLM2 answering the manual questions (closed-book, BM25, fused, oracle passages) and the
+# expression questions (no tools, agent, constrained agent); writes lib/lmbook/data/agent_runs.json.gz. About
+# 30 minutes of one core in all. Shard a stage over n processes: SHARDS=16 make agent-runs.
+SHARDS ?= 1
+.PHONY: agent-runs
+agent-runs: install
+	rm -rf _build/agent_runs
+	seq 1 $(SHARDS) | xargs -P $(SHARDS) -I{} env LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.agent_runs dense --shard {}/$(SHARDS)
+	seq 1 $(SHARDS) | xargs -P $(SHARDS) -I{} env LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.agent_runs rag --shard {}/$(SHARDS)
+	seq 1 $(SHARDS) | xargs -P $(SHARDS) -I{} env LMBOOK_THREADS=1 $(PY) -m lmbook.experiments.agent_runs tools --shard {}/$(SHARDS)
+	$(PY) -m lmbook.experiments.agent_runs merge
 
 # Chapter 14's dense-versus-MoE runs: writes lib/lmbook/data/moe_runs.json.gz; about 25 minutes on one core.
 .PHONY: moe-runs

@@ -1,21 +1,20 @@
 """Chapter 17's stored runs: the tiny Transformer trained on addition written three ways, then GRPO.
 
-    python -m lmbook.experiments.reasoning_runs sft [ARM ...]  # every ARM (or those named), 2 seeds
+    python -m lmbook.experiments.reasoning_runs sft [ARM ...]  # every ARM (or those named), seed 0
     python -m lmbook.experiments.reasoning_runs grpo           # GRPO, GRPO without KL, more supervised steps
 
-The runs of a stage go as parallel processes, one CPU thread each (``lmbook.utils.default_device()``; a GPU
-gains little on a model this small). ``sft`` trains chapter 9's tiny model (596k parameters) from scratch on sums
+The runs of a stage go as parallel processes, one CPU thread each, on ``lmbook.utils.default_device()``. ``sft`` trains chapter 9's tiny model (596k parameters) from scratch on sums
 whose operands have 1 to 5 digits (the size drawn uniformly per problem), batch 64, AdamW at 1e-3 after 100
 warm-up steps, and scores greedy answers on held-out problems of 1 to 6 digits (6 is longer than any training
-problem): 200 per size every 250 steps, 1,000 per size at the end. A scratchpad example is about three times as
-long as an answer-only one, so the scratchpad arm trains a third as many steps: every arm sees about the same
-number of tokens (recorded) and costs about the same CPU time. ``reversed_answer`` writes the operands as usual
-and only the answer reversed: an ablation of the "reversed" format. ``grpo`` starts from a scratchpad checkpoint
-that is only partly trained (stored by ``sft``) and runs GRPO with and without the KL penalty, against the
-control of as many further supervised examples as GRPO samples completions, on 3- to 5-digit sums (smaller ones
-the checkpoint already solves, so their groups would all score alike and teach nothing). Sums of one or two
-digits also occur in training (there are only 10,000 of them); the larger test sets are practically disjoint
-from training.
+problem): 200 per size every 250 steps, 1,000 per size at the end (500 before and after GRPO). A scratchpad
+example is about three times as long as an answer-only one, so the scratchpad arm trains a third as many steps:
+every arm sees about the same number of tokens (recorded) and costs about the same CPU time.
+``reversed_answer`` writes the operands as usual and only the answer reversed: an ablation of the "reversed"
+format. ``grpo`` starts from a scratchpad checkpoint that is only partly trained (stored by ``sft``) and runs GRPO
+with and without the KL penalty, against the control of as many further supervised examples as GRPO samples
+completions, on 3- to 5-digit sums (smaller ones the checkpoint already solves, so their groups would all score
+alike and teach nothing). Sums of one or two digits also occur in training (there are only 10,000 of them); the
+larger test sets are practically disjoint from training.
 
 Writes ``lib/lmbook/data/reasoning_runs.json.gz`` (curves, accuracies, times) and ``reasoning_models.pt``
 (float16 weights of the seed-0 models the chapter samples from; every score is taken with these rounded weights).
@@ -24,6 +23,7 @@ Writes ``lib/lmbook/data/reasoning_runs.json.gz`` (curves, accuracies, times) an
 from __future__ import annotations
 
 import copy
+import fcntl
 import gzip
 import json
 import random
@@ -46,7 +46,7 @@ RESULTS, MODELS = DATA / "reasoning_runs.json.gz", DATA / "reasoning_models.pt"
 TRAIN_DIGITS, TEST_DIGITS = (1, 2, 3, 4, 5), (1, 2, 3, 4, 5, 6)
 ARMS = {"answer": ("answer", 3600), "reversed": ("reversed", 3600), "reversed_answer": ("reversed_answer", 3600),
         "scratchpad": ("scratchpad", 1200)}  # (format, steps): about equal tokens per arm
-SEEDS, BATCH, LR, WARMUP, EVERY = (0, 1), 64, 1e-3, 100, 250
+SEEDS, BATCH, LR, WARMUP, EVERY = (0,), 64, 1e-3, 100, 250  # one seed: the gaps are tens of points
 START_STEP = 500  # the partly trained scratchpad checkpoint GRPO starts from
 GRPO_ARMS = {"grpo": 0.04, "grpo_no_kl": 0.0, "more_sft": None}  # beta, or None for supervised steps
 GRPO_STEPS, GRPO_PROMPTS, GRPO_LR, GRPO_DIGITS = 200, 8, 1e-4, (3, 4, 5)
@@ -121,7 +121,7 @@ def grpo(job: dict) -> dict:
     generator = torch.Generator(default_device()).manual_seed(seed)
     config = rlvr.GRPOConfig(beta=beta or 0.0)
     rng, curve, t0 = random.Random(1000 + seed), [], time.time()
-    before = scores(policy, "scratchpad", 1000)
+    before = scores(policy, "scratchpad", 500)
     for step in range(1, GRPO_STEPS + 1):
         digits = rng.choice(GRPO_DIGITS)
         problems = R.make_problems(GRPO_PROMPTS, digits, seed=rng.randrange(2 ** 31))
@@ -136,7 +136,7 @@ def grpo(job: dict) -> dict:
             record = rlvr.grpo_step(policy, reference, opt, problems, "scratchpad", config, generator)
         curve.append({"step": step, "digits": digits, **record})
     return {"arm": arm, "seed": seed, "steps": GRPO_STEPS, "seconds": time.time() - t0, "curve": curve,
-            "before": before, "after": scores(rounded(policy), "scratchpad", 1000),
+            "before": before, "after": scores(rounded(policy), "scratchpad", 500),
             "states": {f"grpo_{arm}": {k: v.half().cpu() for k, v in policy.state_dict().items()}} if seed == 0
             else {}}
 
@@ -147,6 +147,12 @@ def parallel(fn, jobs: list, workers: int = 2) -> list:
 
 
 def save(stage: str, runs: list) -> None:
+    with open(DATA / ".reasoning_runs.lock", "w") as lock:  # stages may run at once: one writer at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _save(stage, runs)
+
+
+def _save(stage: str, runs: list) -> None:
     results = json.loads(gzip.decompress(RESULTS.read_bytes())) if RESULTS.exists() else {}
     states = torch.load(MODELS) if MODELS.exists() else {}
     for run in runs:
@@ -197,8 +203,8 @@ def _accuracy(model, problems, fmt) -> float:
 # labels (24 sums and products, 24 Python expressions labelled by evaluating them), asked directly and with
 # "think step by step"; a reply's answer is the last integer it writes.
 
-SMOL_MODES = {"direct": ("Reply with the final answer only.", 48),
-              "think": ("Think step by step, then give the final answer on the last line.", 256)}  # (instruction, max new)
+SMOL_MODES = {"direct": ("Reply with the final answer only.", 48),  # (instruction, most new tokens)
+              "think": ("Think step by step, then give the final answer on the last line.", 256)}
 SMOL_PYTHON = ("len({w!r}) + {a}", "{a} * {b} - {c}", "max([{a}, {b}, {c}]) - min([{a}, {b}, {c}])",
                "sum(range({a}))", "{w!r}.count({ch!r})", "[{a}, {b}, {c}][-1] * 2", "{b} // {d} + {b} % {d}",
                "len([{a}, {b}] * {d})")

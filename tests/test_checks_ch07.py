@@ -35,16 +35,21 @@ def masked_log_softmax_no_max(scores, mask):
     return scores - torch.exp(scores).sum(dim=-1, keepdim=True).log()  # exp(1000) overflows
 
 
-def left_padding_mask(lengths, k_len):
-    return (torch.arange(k_len) >= (k_len - lengths)[:, None])[:, None, None, :]
+def left_padding_positions(lengths, k_len):
+    real = torch.arange(k_len) >= (k_len - lengths)[:, None]
+    return (real.cumsum(-1) - 1).clamp(min=0)
 
 
-def right_padding_mask(lengths, k_len):
-    return (torch.arange(k_len) < lengths[:, None])[:, None, None, :]  # section 5's mask, not left padding
+def column_positions(lengths, k_len):
+    return torch.arange(k_len).expand(len(lengths), -1)  # 0..k_len-1 in every row: ignores the padding
 
 
-def left_padding_mask_2d(lengths, k_len):
-    return left_padding_mask(lengths, k_len)[:, 0, 0]  # (B, k_len): does not broadcast over heads and queries
+def right_padding_positions(lengths, k_len):
+    return torch.where(torch.arange(k_len) < lengths[:, None], torch.arange(k_len), 0)  # the first n_b columns
+
+
+def left_padding_positions_minus_one(lengths, k_len):
+    return (torch.arange(k_len) >= (k_len - lengths)[:, None]).cumsum(-1) - 1  # padding gets -1, not 0
 
 
 def same_word_score(weights, ids):
@@ -71,8 +76,9 @@ def same_word_score_all_queries(weights, ids):
         ("masked_log_softmax", masked_log_softmax, masked_log_softmax_via_softmax, "underflows"),
         ("masked_log_softmax", masked_log_softmax, masked_log_softmax_no_max, "maximum"),
         ("masked_log_softmax", masked_log_softmax, masked_log_softmax_torch, "not NaN"),
-        ("left_padding_mask", left_padding_mask, right_padding_mask, "LAST n_b columns"),
-        ("left_padding_mask", left_padding_mask, left_padding_mask_2d, "case 1"),
+        ("left_padding_positions", left_padding_positions, column_positions, "first REAL token"),
+        ("left_padding_positions", left_padding_positions, right_padding_positions, "case 1"),
+        ("left_padding_positions", left_padding_positions, left_padding_positions_minus_one, "position 0"),
         ("same_word_score", same_word_score, same_word_score_with_self, "EARLIER"),
         ("same_word_score", same_word_score, same_word_score_all_queries, "case 1"),
     ],
@@ -90,8 +96,8 @@ def test_by_hand_answer_and_not_attempted(capsys):
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    checks.check_left_padding_mask(stub)
-    assert RESULTS["left_padding_mask"] is False and "not attempted" in capsys.readouterr().out
+    checks.check_left_padding_positions(stub)
+    assert RESULTS["left_padding_positions"] is False and "not attempted" in capsys.readouterr().out
 
 
 def test_student_exception_is_reported_not_raised(capsys):

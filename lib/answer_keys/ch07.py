@@ -44,8 +44,11 @@ def _hidden_masked_log_softmax():
     ]
 
 
-def left_padding_mask(lengths, k_len):
-    return (torch.arange(k_len) >= (k_len - lengths)[:, None])[:, None, None, :]
+def left_padding_positions(lengths, k_len):
+    positions = torch.zeros(len(lengths), k_len, dtype=torch.long)
+    for b, n in enumerate(lengths.tolist()):
+        positions[b, k_len - n:] = torch.arange(n)  # the last n columns hold the real tokens
+    return positions
 
 
 def _hidden_left_padding():
@@ -83,6 +86,6 @@ KEYS = {
     "attention_by_hand": Key(answer=_attention_by_hand()),
     "masked_log_softmax": Key(masked_log_softmax, _hidden_masked_log_softmax,
                               giveaways=("scaled_dot_product_attention", "softmax", "log_softmax", "logsumexp")),
-    "left_padding_mask": Key(left_padding_mask, _hidden_left_padding),
+    "left_padding_positions": Key(left_padding_positions, _hidden_left_padding),
     "same_word_score": Key(same_word_score, _hidden_same_word),
 }

@@ -6,7 +6,7 @@ import torch
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_attention_by_hand", "check_masked_log_softmax", "check_left_padding_mask",
+__all__ = ["check_attention_by_hand", "check_masked_log_softmax", "check_left_padding_positions",
            "check_same_word_score"]
 
 answer_check("attention_by_hand",
@@ -50,21 +50,23 @@ def check_masked_log_softmax(fn) -> None:
 
 def _left_padding_cases():
     return [
-        Case((torch.tensor([4, 2, 1]), 4), hint="left padding puts the real tokens in the LAST n_b columns: "
-                                                "key j is real when j >= k_len - n_b (right padding is j < n_b)."),
-        Case((torch.tensor([3]), 5), hint="the mask has shape (B, 1, 1, k_len), so it broadcasts over heads "
-                                          "and queries."),
-        Case((torch.tensor([0, 5]), 5), hint="a sequence of length 0 is all padding; one of length k_len has none."),
+        Case((torch.tensor([4, 2, 1]), 4), hint="sequence b's real tokens fill the last n_b columns: number them "
+                                                "0, 1, ... from the first REAL token (column k_len - n_b), and give "
+                                                "the padding columns position 0."),
+        Case((torch.tensor([3]), 5), hint="the real tokens get 0, 1, 2, the positions they get when run alone."),
+        Case((torch.tensor([0, 5]), 5), hint="a sequence of length 0 is all padding (all 0); one of length k_len "
+                                             "has none (0, 1, ..., k_len - 1)."),
         Case((torch.tensor([2, 3, 1, 4]), 6)),
     ]
 
 
-function_check("left_padding_mask", _left_padding_cases)
+function_check("left_padding_positions", _left_padding_cases)
 
 
-def check_left_padding_mask(fn) -> None:
-    """left_padding_mask(lengths (B,), k_len) -> bool (B, 1, 1, k_len), True on the last lengths[b] columns."""
-    run_check("left_padding_mask", fn)
+def check_left_padding_positions(fn) -> None:
+    """left_padding_positions(lengths (B,), k_len) -> integer (B, k_len): 0, 1, ... on the last lengths[b]
+    columns, 0 on the padding before them."""
+    run_check("left_padding_positions", fn)
 
 
 def _same_word_cases():

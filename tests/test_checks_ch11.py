@@ -31,6 +31,13 @@ def lookup_draft_matches_itself(ids, n, k):
     return []
 
 
+def lookup_draft_no_overlap(ids, n, k):
+    for start in range(len(ids) - 2 * n, -1, -1):  # demands a match that ends before the suffix starts
+        if ids[start:start + n] == ids[len(ids) - n:]:
+            return list(ids[start + n:start + n + k])
+    return []
+
+
 def lookup_draft_pads(ids, n, k):
     draft = lookup_draft(ids, n, k)
     return draft + [draft[-1]] * (k - len(draft)) if draft else []  # always k tokens
@@ -71,6 +78,7 @@ def quantize_per_channel_255(x):
         ("lookup_draft", lookup_draft, lookup_draft_first_match, "most recent"),
         ("lookup_draft", lookup_draft, lookup_draft_matches_itself, "case 1"),
         ("lookup_draft", lookup_draft, lookup_draft_pads, "shorter than k"),
+        ("lookup_draft", lookup_draft, lookup_draft_no_overlap, "overlap the suffix"),
         ("quantize_per_channel", quantize_per_channel, quantize_per_token, "axis 0"),
         ("quantize_per_channel", quantize_per_channel, quantize_per_channel_zero_nan, "not NaN"),
         ("quantize_per_channel", quantize_per_channel, quantize_per_channel_255, "case 1"),

@@ -65,5 +65,6 @@ KEYS = {
         Case(([1, 1, 2, 1, 1], 2, 2)),
         Case(([2, 3, 4, 2, 3, 4, 5, 2, 3, 4], 3, 1)),
         Case(([5, 5], 1, 3)),
+        Case(([6, 7, 6, 7, 6], 3, 2)),  # the latest match overlaps the suffix
     ], giveaways=("prompt_lookup_draft",)),
 }

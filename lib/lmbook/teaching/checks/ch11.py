@@ -91,6 +91,8 @@ function_check("lookup_draft", lambda: [
                                      "of the sequence, so it may be shorter than k."),
     Case(([3, 1, 2, 3], 1, 2), hint="with n = 1 the suffix is the last token alone."),
     Case(([7], 2, 4), hint="a sequence of at most n tokens has no earlier n-gram: return []."),
+    Case(([5, 5, 5], 2, 3), hint="an occurrence may overlap the suffix: here (5, 5) at position 0 overlaps the last "
+                                  "two tokens, and the 5 after it is the draft."),
 ])
 
 

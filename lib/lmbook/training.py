@@ -33,7 +33,7 @@ class TrainConfig:
     batch_size: int = 16            # sequences per step
     seq_len: int = 128              # tokens per training sequence
     lr: float = 2e-3                # peak learning rate, reached after the warm-up
-    warmup_steps: int = 30          # linear warm-up from 0 (0: none)
+    warmup_steps: int = 30          # linear warm-up: step s gets lr (s + 1) / warmup_steps (0: none)
     min_lr_ratio: float = 0.1       # the cosine decays to lr * min_lr_ratio at the last step (1: constant)
     weight_decay: float = 0.1       # AdamW's decoupled decay, on matrices only (not norms or biases)
     beta2: float = 0.95             # AdamW's second-moment decay (beta1 = 0.9)

@@ -57,7 +57,8 @@ def check_residual_jacobian_norm(fn) -> None:
 
 
 function_check("wsd_lr", lambda: [
-    Case((0, 1.0, 10, 100, 20), hint="the warm-up is linear from 0: step s < warmup gets peak (s + 1) / warmup."),
+    Case((0, 1.0, 10, 100, 20), hint="the warm-up is linear and reaches the peak at step warmup - 1: step s < warmup"
+                                     " gets peak (s + 1) / warmup."),
     Case((9, 1.0, 10, 100, 20), hint="the last warm-up step reaches the peak."),
     Case((50, 3e-3, 10, 100, 20), hint="between the warm-up and the decay the rate stays at the peak."),
     Case((79, 3e-3, 10, 100, 20), hint="the decay covers only the last decay_steps steps (80 .. 99 here)."),

@@ -5,8 +5,9 @@ task of :mod:`lmbook.experiments.lora_task`, written to ``data/lora_sweeps.json`
 - ``smollm2``: SmolLM2 with LoRA at ranks 1..16 on q,v, on several target sets, over three seeds, and fully
   fine-tuned;
 - ``tiny``: the tiny model of chapter 9 fully fine-tuned and LoRA-adapted, the singular values of its full
-  fine-tuning update, what their rank-r truncations keep, and an intrinsic-dimension curve (training in a
-  random d-dimensional subspace);
+  fine-tuning update, what their rank-r truncations keep, an intrinsic-dimension curve (training in a
+  random d-dimensional subspace), and the control for the spectra: the same full fine-tuning on shuffled
+  labels;
 - ``gguf``: the storage types of SmolLM2's GGUF file (QLoRA's memory numbers).
 
 All on the CPU, about an hour on a busy 2-core machine. Left out: hyperparameter searches (one learning rate
@@ -38,7 +39,8 @@ from .lora_task import (
 )
 
 __all__ = ["TARGET_SETS", "RANKS", "SMOL_RECIPE", "TINY_RECIPE", "smollm2_sweeps", "tiny_sweeps",
-           "truncated_update_metrics", "subspace_train", "step_measurements", "gguf_table", "main"]
+           "truncated_update_metrics", "subspace_train", "shuffle_labels", "shuffled_label_run",
+           "step_measurements", "gguf_table", "main"]
 
 TARGET_SETS = {"q,v": ["q_proj", "v_proj"], "q,k,v,o": ATTENTION, "MLP": MLP, "all linear": ATTENTION + MLP}
 RANKS = (1, 2, 4, 8, 16)
@@ -172,10 +174,31 @@ def subspace_train(model, encoded, first_ids, d, recipe, seed=0) -> dict:
     return row
 
 
+def shuffle_labels(lines, seed: int = 0) -> list[tuple[str, str]]:
+    """The same lines with their labels permuted among them: the class counts stay, the task is gone."""
+    if not isinstance(lines, list) or not all(isinstance(x, tuple) and len(x) == 2 for x in lines):
+        raise TypeError(f"lines must be a list of (expr, label) tuples, got {type(lines).__name__}")
+    perm = torch.randperm(len(lines), generator=torch.Generator().manual_seed(seed)).tolist()
+    return [(expr, lines[j][1]) for (expr, _), j in zip(lines, perm, strict=True)]
+
+
+def shuffled_label_run(model, lines, encode, encoded, first_ids, recipe, seed=0) -> dict:
+    """Full fine-tuning with ``recipe`` on ``lines`` with shuffled labels (nothing to learn), and the singular
+    values of the block updates it leaves: what the optimiser alone does to the spectra."""
+    before = {n: p.detach().clone() for n, p in _block_matrices(model).items()}
+    model.requires_grad_(True)
+    shuffled = [encode(expr, label) for expr, label in shuffle_labels(lines, seed)]
+    losses = train_task(model, shuffled, recipe["steps"], recipe["batch_size"], recipe["lr_full"], seed)
+    spectra = {n: [round(x, 6) for x in torch.linalg.svdvals(p.detach() - before[n]).tolist()]
+               for n, p in _block_matrices(model).items()}
+    return {"seed": seed, "losses": [round(x, 4) for x in losses], "spectra": spectra,
+            **_metrics(model, encoded, first_ids)}
+
+
 def tiny_sweeps(log=print) -> dict:
     """The tiny model of chapter 9 on the same task: before, fully fine-tuned, LoRA at ranks 1..32 on all its
     block matrices, the spectrum of the full fine-tuning update and what its rank-r truncation keeps, and
-    training in random subspaces of growing dimension d."""
+    training in random subspaces of growing dimension d; last, the same full fine-tuning on shuffled labels."""
     from ..pretrained import load_tiny
 
     model, vocab = load_tiny()
@@ -209,6 +232,9 @@ def tiny_sweeps(log=print) -> dict:
         out["subspace"].append(subspace_train(model, encoded, first_ids, d, recipe))
         log(f"subspace d={d}: {out['subspace'][-1]['test']}")
     out["subspace_D"] = sum(p.numel() for n, p in model.named_parameters() if n.startswith("blocks."))
+    model.load_state_dict(base_state)
+    out["shuffled"] = shuffled_label_run(model, task_splits()["train"], encode, encoded, first_ids, recipe)
+    log(f"shuffled labels: final loss {out['shuffled']['losses'][-1]}, {out['shuffled']['test']}")
     return out
 
 

@@ -173,6 +173,19 @@ def test_exercises_teach_transfer_and_chapters_stay_short(nb):
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_solutions_open_and_close_their_own_cells(nb):
+    """The student edition drops whole markdown cells from a solution's start to its end: a solution must
+    start at the top of a cell, and nothing may follow its end in the same cell (it would vanish)."""
+    for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
+        text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
+        if "{solution-start}" in text:
+            assert re.match(r"\s*`{3,}\{solution-start\}", text), f"{nb.name} cell {i}: text before a solution"
+        end = re.search(r"`{3,}\{solution-end\}[^\n]*(\n`{3,})?", text)
+        if end:
+            assert not text[end.end():].strip(), f"{nb.name} cell {i}: text after a solution's end is lost"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_student_edition_can_run_top_to_bottom(nb):
     """Names a solution defines are stubbed in the student edition, so no cell outside the solutions may use
     them, except the self-check calls (which report a stub politely)."""

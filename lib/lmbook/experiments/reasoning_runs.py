@@ -2,15 +2,16 @@
 
     python -m lmbook.experiments.reasoning_runs sft [ARM ...]  # every ARM (or those named), seed 0
     python -m lmbook.experiments.reasoning_runs grpo           # GRPO, GRPO without KL, more supervised steps
+    python -m lmbook.experiments.reasoning_runs smollm2        # SmolLM2 asked directly and "step by step"
 
-The runs of a stage go as parallel processes, one CPU thread each, on ``lmbook.utils.default_device()``. ``sft`` trains chapter 9's tiny model (596k parameters) from scratch on sums
-whose operands have 1 to 5 digits (the size drawn uniformly per problem), batch 64, AdamW at 1e-3 after 100
-warm-up steps, and scores greedy answers on held-out problems of 1 to 6 digits (6 is longer than any training
-problem): 200 per size every 250 steps, 1,000 per size at the end (500 before and after GRPO). A scratchpad
-example is about three times as long as an answer-only one, so the scratchpad arm trains a third as many steps:
-every arm sees about the same number of tokens (recorded) and costs about the same CPU time.
-``reversed_answer`` writes the operands as usual and only the answer reversed: an ablation of the "reversed"
-format. ``grpo`` starts from a scratchpad checkpoint that is only partly trained (stored by ``sft``) and runs GRPO
+The runs of a stage go as parallel processes, one CPU thread each, on ``lmbook.utils.default_device()``. ``sft``
+trains chapter 9's tiny model (596k parameters) from scratch on sums whose operands have 1 to 5 digits (the size
+drawn uniformly per problem), batch 64, AdamW at 1e-3 after 100 warm-up steps, and scores greedy answers on held-
+out problems of 1 to 6 digits (6 is longer than any training problem): 200 per size every 250 steps, 1,000 per size
+at the end (500 before and after GRPO). A scratchpad example is about three times as long as an answer-only one, so
+the scratchpad arm trains a third as many steps: every arm sees about the same number of tokens (recorded, with
+its wall-clock seconds).
+``grpo`` starts from a scratchpad checkpoint that is only partly trained (stored by ``sft``) and runs GRPO
 with and without the KL penalty, against the control of as many further supervised examples as GRPO samples
 completions, on 3- to 5-digit sums (smaller ones the checkpoint already solves, so their groups would all score
 alike and teach nothing). Sums of one or two digits also occur in training (there are only 10,000 of them); the
@@ -44,7 +45,7 @@ from ..utils import default_device
 DATA = Path(__file__).resolve().parent.parent / "data"
 RESULTS, MODELS = DATA / "reasoning_runs.json.gz", DATA / "reasoning_models.pt"
 TRAIN_DIGITS, TEST_DIGITS = (1, 2, 3, 4, 5), (1, 2, 3, 4, 5, 6)
-ARMS = {"answer": ("answer", 3600), "reversed": ("reversed", 3600), "reversed_answer": ("reversed_answer", 3600),
+ARMS = {"answer": ("answer", 3600), "reversed": ("reversed", 3600),
         "scratchpad": ("scratchpad", 1200)}  # (format, steps): about equal tokens per arm
 SEEDS, BATCH, LR, WARMUP, EVERY = (0,), 64, 1e-3, 100, 250  # one seed: the gaps are tens of points
 START_STEP = 500  # the partly trained scratchpad checkpoint GRPO starts from
@@ -74,7 +75,7 @@ def rounded(model: Transformer) -> Transformer:
 
 def scores(model, fmt: str, n: int) -> dict:
     model.eval()
-    out = {str(d): _accuracy(model, test_problems(d, n), fmt) for d in TEST_DIGITS}
+    out = {str(d): rlvr.accuracy(model, test_problems(d, n), fmt) for d in TEST_DIGITS}
     model.train()
     return out
 
@@ -90,8 +91,8 @@ def sft(job: dict) -> dict:
         for g in opt.param_groups:
             g["lr"] = LR * min(1.0, step / WARMUP)
         batch = training_batch(rng)
-        tokens += sum(len(p) + len(t) for p, t in (_texts(a, b, fmt) for a, b in batch))
-        loss = _supervised_loss(model, batch, fmt)
+        tokens += sum(len(R.prompt(a, b, fmt)) + len(R.target(a, b, fmt)) for a, b in batch)
+        loss = rlvr.supervised_loss(model, batch, fmt)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -161,41 +162,6 @@ def _save(stage: str, runs: list) -> None:
     results[stage] = {"device": str(default_device()), "runs": kept + runs}  # runs of other arms are kept
     RESULTS.write_bytes(gzip.compress(json.dumps(results).encode(), mtime=0))
     torch.save(states, MODELS)
-
-
-# The "reversed_answer" ablation: operands written as usual, only the answer reversed. Not a format of the
-# library's task (it teaches nothing a reader should copy), so its encoding lives here.
-
-def _texts(a: int, b: int, fmt: str) -> tuple[str, str]:
-    if fmt == "reversed_answer":
-        return R.prompt(a, b), R.target(a, b, "reversed")
-    return R.prompt(a, b, fmt), R.target(a, b, fmt)
-
-
-def _supervised_loss(model, problems, fmt):
-    if fmt != "reversed_answer":
-        return rlvr.supervised_loss(model, problems, fmt)
-    ids = [R.encode(p + t) for p, t in (_texts(a, b, fmt) for a, b in problems)]
-    plen = [len(_texts(a, b, fmt)[0]) for a, b in problems]
-    batch = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
-    mask = torch.zeros(len(ids), batch.shape[1] - 1, dtype=torch.bool)
-    for n, row in enumerate(ids):
-        batch[n, :len(row)] = torch.tensor(row)
-        mask[n, plen[n] - 1:len(row) - 1] = True
-    batch, mask = batch.to(default_device()), mask.to(default_device())
-    logits = model(batch[:, :-1])
-    return torch.nn.functional.cross_entropy(logits[mask].float(), batch[:, 1:][mask])
-
-
-@torch.no_grad()
-def _accuracy(model, problems, fmt) -> float:
-    if fmt != "reversed_answer":
-        return rlvr.accuracy(model, problems, fmt)
-    from ..decoding import generate
-    prompts = torch.tensor([R.encode(R.prompt(a, b)) for a, b in problems], device=default_device())
-    ids = generate(model, prompts, len(R.target(*problems[0])) + 4, eos_id=rlvr.EOS_ID, use_cache=True)
-    texts = [R.decode(row[prompts.shape[1]:].tolist()) for row in ids]
-    return sum(R.reward(t, a, b, "reversed") for t, (a, b) in zip(texts, problems, strict=True)) / len(problems)
 
 
 # ---- stage "smollm2": does "think step by step" help a 135M model? --------------------------------------------
@@ -270,7 +236,7 @@ def main(stage: str, arms: list) -> None:
     elif stage == "smollm2":
         save("smollm2", smollm2())
     else:
-        raise SystemExit(f"stage must be sft or grpo, got {stage!r}")
+        raise SystemExit(f"stage must be sft, grpo or smollm2, got {stage!r}")
 
 
 if __name__ == "__main__":

@@ -79,3 +79,78 @@ def test_bad_arguments_are_named(model):
     with pytest.raises(TypeError, match="config"):
         rlvr.grpo_step(model, copy.deepcopy(model), torch.optim.SGD(model.parameters(), lr=0.1), [(1, 2)],
                        "answer", {"group_size": 8})
+
+
+# Against computations written differently: one sequence at a time, no cache, whole-sequence log-probs.
+
+def small_model(seed=0):
+    torch.manual_seed(seed)
+    return Transformer(tiny_config(len(R.VOCAB)))
+
+
+def greedy_by_hand(model, a, b, fmt, max_new):
+    ids, out = R.encode(R.prompt(a, b, fmt)), ""
+    for _ in range(max_new):  # no cache, one sequence, argmax over the full recomputation
+        nxt = model(torch.tensor([ids]))[0, -1].argmax().item()
+        ids.append(nxt)
+        out += R.VOCAB[nxt]
+        if R.VOCAB[nxt] == R.EOS:
+            break
+    return out
+
+
+def test_greedy_completion_matches_a_step_by_step_argmax_and_its_mask():
+    model = small_model(1)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(3.0)  # sharper logits, so that EOS appears at different steps
+    problems = R.make_problems(6, 3, seed=7)
+    ids, mask, texts = rlvr.complete(model, problems, "scratchpad")
+    plen = len(R.prompt(*problems[0], "scratchpad"))
+    max_new = max(len(R.target(x, y, "scratchpad")) for x, y in problems) + 4
+    for n, (a, b) in enumerate(problems):
+        assert texts[n].split(R.EOS)[0] == greedy_by_hand(model, a, b, "scratchpad", max_new).split(R.EOS)[0]
+        generated = ids[n, plen:].tolist()
+        upto = generated.index(rlvr.EOS_ID) + 1 if rlvr.EOS_ID in generated else len(generated)
+        assert mask[n].tolist() == [False] * (plen - 1) + [True] * upto + [False] * (len(generated) - upto)
+
+
+def test_samples_are_reproducible_and_grouped_by_problem():
+    model, problems = small_model(2), R.make_problems(3, 2, seed=1)
+    first = rlvr.complete(model, problems, "answer", 4, 1.0, torch.Generator().manual_seed(5))
+    again = rlvr.complete(model, problems, "answer", 4, 1.0, torch.Generator().manual_seed(5))
+    assert torch.equal(first[0], again[0])
+    prompts = [R.decode(row[:6].tolist()) for row in first[0]]
+    assert prompts == [R.prompt(a, b) for a, b in problems for _ in range(4)]
+
+
+def test_token_logps_sum_to_the_sequence_logprob():
+    from lmbook.decoding import sequence_logprob
+    model, problems = small_model(3), R.make_problems(4, 2, seed=2)
+    ids, _, _ = rlvr.complete(model, problems, "answer", 2, 1.0, torch.Generator().manual_seed(0))
+    plen = len(R.prompt(*problems[0]))
+    per_token = rlvr.token_logps(model, ids).double()
+    assert torch.allclose(per_token[:, plen - 1:].sum(1), sequence_logprob(model, ids, plen), atol=1e-4)
+
+
+def test_a_batch_whose_groups_all_score_alike_leaves_the_policy_unchanged():
+    policy = small_model(4)
+    reference = copy.deepcopy(policy).requires_grad_(False)
+    before = copy.deepcopy(policy.state_dict())
+    opt = torch.optim.AdamW(policy.parameters(), lr=1e-2, weight_decay=0.0)
+    out = rlvr.grpo_step(policy, reference, opt, R.make_problems(4, 3, seed=1), "answer",
+                         rlvr.GRPOConfig(beta=0.0, updates=2), torch.Generator().manual_seed(0))
+    assert out["reward"] == 0.0  # an untrained model solves nothing: every advantage is 0
+    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())
+
+
+def test_a_rewarded_sample_becomes_more_likely():
+    from lmbook.decoding import sequence_logprob
+    policy = small_model(5)
+    reference = copy.deepcopy(policy).requires_grad_(False)
+    config = rlvr.GRPOConfig(group_size=1024, updates=1, beta=0.0)  # p("0.") ~ 1/256: some samples hit it
+    opt = torch.optim.SGD(policy.parameters(), lr=0.5)
+    target = torch.tensor([R.encode(R.prompt(0, 0) + R.target(0, 0))])
+    before = sequence_logprob(policy, target, 4).item()
+    out = rlvr.grpo_step(policy, reference, opt, [(0, 0)], "answer", config, torch.Generator().manual_seed(1))
+    assert 0 < out["reward"] < 1, "the test needs both rewarded and unrewarded samples"
+    assert sequence_logprob(policy, target, 4).item() > before

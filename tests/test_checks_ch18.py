@@ -1,0 +1,107 @@
+"""Chapter 18's self-checks accept the right answer and reject plausible wrong ones with a useful message."""
+
+import json
+import re
+
+import pytest
+from lmbook import checks
+from lmbook.checks import RESULTS
+
+
+def rrf(rankings, k):
+    scores, best = {}, {}
+    for ranking in rankings:
+        for rank, doc in enumerate(ranking, start=1):
+            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
+            best[doc] = min(best.get(doc, rank), rank)
+    return sorted(scores, key=lambda d: (-scores[d], best[d], d))
+
+
+def rrf_ranks_from_zero(rankings, k):
+    scores = {}
+    for ranking in rankings:
+        for rank, doc in enumerate(ranking):
+            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
+    return sorted(scores, key=lambda d: (-scores[d], d))
+
+
+def rrf_ties_by_id_only(rankings, k):
+    scores = {}
+    for ranking in rankings:
+        for rank, doc in enumerate(ranking, start=1):
+            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
+    return sorted(scores, key=lambda d: (-scores[d], -d))  # ties by the larger id
+
+
+def parse_json_call(text):
+    try:
+        call = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(call, dict) or set(call) != {"tool", "argument"}:
+        return None
+    if call["tool"] not in ("python", "search") or not isinstance(call["argument"], str) \
+            or not call["argument"].strip():
+        return None
+    return [call["tool"], call["argument"]]
+
+
+def parse_json_call_lenient(text):
+    try:
+        call = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(call, dict):
+        return None
+    return [call.get("tool"), call.get("argument")]  # accepts extra keys, unknown tools and non-str arguments
+
+
+def integer_answer_mask(prefix, tokens):
+    def ok(s):
+        return "ANSWER: ".startswith(s) or bool(re.fullmatch(r"ANSWER: -?[0-9]*", s)) or \
+            bool(re.fullmatch(r"ANSWER: -?[0-9]+\n", s))
+    return [i for i, t in enumerate(tokens) if ok(prefix + t)]
+
+
+def integer_mask_allows_empty_number(prefix, tokens):
+    def ok(s):
+        return "ANSWER: ".startswith(s) or bool(re.fullmatch(r"ANSWER: -?[0-9]*\n?", s))
+    return [i for i, t in enumerate(tokens) if ok(prefix + t)]
+
+
+def integer_mask_per_character(prefix, tokens):  # looks only at the token's first character
+    def ok(s):
+        return "ANSWER: ".startswith(s) or bool(re.fullmatch(r"ANSWER: -?[0-9]*\n?", s))
+    return [i for i, t in enumerate(tokens) if ok(prefix + t[:1])]
+
+
+@pytest.mark.parametrize("check, right, wrongs", [
+    (checks.check_rrf, rrf, [rrf_ranks_from_zero, rrf_ties_by_id_only]),
+    (checks.check_parse_json_call, parse_json_call, [parse_json_call_lenient]),
+    (checks.check_integer_answer_mask, integer_answer_mask, [integer_mask_allows_empty_number,
+                                                            integer_mask_per_character]),
+])
+def test_function_checks(check, right, wrongs, capsys):
+    name = check.__name__.removeprefix("check_")
+    check(right)
+    assert RESULTS[name] is True, capsys.readouterr().out
+    for wrong in wrongs:
+        check(wrong)
+        out = capsys.readouterr().out
+        assert RESULTS[name] is False and "✗" in out and ("hint" in out or "expected" in out), out
+
+
+def test_answer_check(capsys):
+    checks.check_rrf_by_hand(1 / 62 + 1 / 65)
+    assert RESULTS["rrf_by_hand"] is True
+    for wrong in (1 / 61 + 1 / 64, 1 / 2 + 1 / 5, 1 / 62 * 1 / 65):  # ranks from 0; k forgotten; a product
+        checks.check_rrf_by_hand(wrong)
+        assert RESULTS["rrf_by_hand"] is False
+    capsys.readouterr()
+
+
+def test_stub_is_reported_politely(capsys):
+    def stub(*args):
+        raise NotImplementedError
+    checks.check_rrf(stub)
+    assert "not attempted" in capsys.readouterr().out

@@ -21,7 +21,8 @@ The package has three layers, and imports point down only:
   14  ``moe``
   15  ``lora``, ``finetuning_cost``
   16  ``preference``, ``dpo``
-  17  ``reasoning`` (addition, scratchpads, verifier, voting), ``policy_gradient`` (REINFORCE, GRPO)
+  17  ``reasoning`` (scratchpads, verifier), ``policy_gradient`` (REINFORCE, GRPO), ``rlvr``
+  18  ``rag`` (passages, retrieval, prompts), ``agents`` (tool calls, constrained decoding), ``sandbox``
   ==  =======================================================================================
 
 - ``lmbook.experiments``: the slow runs whose results the chapters load from ``lmbook/data``;

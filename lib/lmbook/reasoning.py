@@ -182,7 +182,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
         pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i = n - c + 1}^{n} (1 - k / i)   (the stable product).
 
-    The plug-in 1 - (1 - c/n)^k is biased low: it is a convex function of the estimate c/n (Jensen)."""
+    The plug-in 1 - (1 - c/n)^k is biased low: it is a concave function of the estimate c/n (Jensen)."""
     _check_pass_at_k(n, c, k)
     if n - c < k:  # every k-subset holds a right sample
         return 1.0

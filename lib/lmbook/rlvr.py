@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from . import validate
 from .decoding import generate
 from .policy_gradient import AGGREGATIONS, group_advantages, grpo_loss, kl_k3
-from .reasoning import EOS, FORMATS, VOCAB, decode, encode, encode_examples, prompt, reward, target
+from .reasoning import EOS, FORMATS, VOCAB, _check_problems, decode, encode, encode_examples, prompt, reward, target
 
 __all__ = ["supervised_loss", "complete", "token_logps", "accuracy", "GRPOConfig", "grpo_step"]
 
@@ -61,7 +61,7 @@ def complete(model, problems, fmt: str = "answer", n_samples: int = 1, temperatu
 
 def token_logps(model, ids: torch.Tensor) -> torch.Tensor:
     """log p(ids[:, t + 1] | ids[:, :t + 1]) for every t: (N, T) -> (N, T - 1), with gradients."""
-    validate.tensor("ids", ids, ndim=2, kind="int")
+    validate.token_ids("ids", ids, model.config.vocab_size, ndim=2)
     logits = model(ids[:, :-1]).float()  # (N, T - 1, V)
     return logits.log_softmax(dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
 
@@ -117,8 +117,7 @@ def _check_complete(model, problems, fmt, n_samples, temperature, generator) -> 
     validate.choice("fmt", fmt, FORMATS)
     validate.integer("n_samples", n_samples)
     validate.number("temperature", temperature, low=0.0)
-    if not isinstance(problems, (list, tuple)) or not problems:
-        raise ValueError(f"problems must be a non-empty list of (a, b) pairs, got {problems!r:.60}")
+    _check_problems(problems)
     lengths = {len(prompt(a, b, fmt)) for a, b in problems}
     if len(lengths) != 1:
         raise ValueError(f"problems must all have prompts of one length (one size), got lengths {sorted(lengths)}")

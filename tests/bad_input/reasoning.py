@@ -24,6 +24,7 @@ CASES = [
          kinds={"answers": ("plain_str", "single", "float_item", "negative_item", "empty", "none")}),  # any size
     Case("best_of_n", lambda: (R.best_of_n, {"completions": ["46.", "45."],
                                              "verifier": lambda c: R.reward(c, 12, 34)})),
+    Case("pass_at_k", lambda: (R.pass_at_k, {"n": 10, "c": 3, "k": 4}), ok={"c": ZERO_OK}),
 ]
 
 SKIP = {}

@@ -18,7 +18,8 @@ alike and teach nothing). Sums of one or two digits also occur in training (ther
 larger test sets are practically disjoint from training.
 
 Writes ``lib/lmbook/data/reasoning_runs.json.gz`` (curves, accuracies, times) and ``reasoning_models.pt``
-(float16 weights of the seed-0 models the chapter samples from; every score is taken with these rounded weights).
+(float16 weights of the scratchpad model and its step-500 checkpoint, which the chapter samples from and GRPO
+starts from; every final score is taken with float16-rounded weights).
 """
 
 from __future__ import annotations
@@ -100,11 +101,11 @@ def sft(job: dict) -> dict:
         losses.append(loss.item())
         if step % EVERY == 0:
             curve.append({"step": step, "loss": sum(losses[-EVERY:]) / EVERY, "acc": scores(model, fmt, 200)})
-        if seed == 0 and arm == "scratchpad" and step in (START_STEP, 1000):
+        if seed == 0 and arm == "scratchpad" and step == START_STEP:
             states[f"scratchpad_{step}"] = {k: v.half().cpu() for k, v in model.state_dict().items()}
     seconds = time.time() - t0
     final = rounded(model)
-    if seed == 0:
+    if seed == 0 and arm == "scratchpad":  # the models the chapter samples from: this and scratchpad_500
         states[arm] = {k: v.half().cpu() for k, v in model.state_dict().items()}
     return {"arm": arm, "fmt": fmt, "seed": seed, "steps": steps, "tokens": tokens, "seconds": seconds, "curve": curve,
             "final": scores(final, fmt, 1000), "states": states}
@@ -137,9 +138,7 @@ def grpo(job: dict) -> dict:
             record = rlvr.grpo_step(policy, reference, opt, problems, "scratchpad", config, generator)
         curve.append({"step": step, "digits": digits, **record})
     return {"arm": arm, "seed": seed, "steps": GRPO_STEPS, "seconds": time.time() - t0, "curve": curve,
-            "before": before, "after": scores(rounded(policy), "scratchpad", 500),
-            "states": {f"grpo_{arm}": {k: v.half().cpu() for k, v in policy.state_dict().items()}} if seed == 0
-            else {}}
+            "before": before, "after": scores(rounded(policy), "scratchpad", 500), "states": {}}
 
 
 def parallel(fn, jobs: list, workers: int = 2) -> list:

@@ -20,3 +20,5 @@ from .ch13 import *  # noqa: F401,F403
 from .ch14 import *  # noqa: F401,F403
 from .ch15 import *  # noqa: F401,F403
 from .ch16 import *  # noqa: F401,F403
+from .ch17 import *  # noqa: F401,F403
+from .ch18 import *  # noqa: F401,F403

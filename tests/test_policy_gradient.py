@@ -170,7 +170,7 @@ class _Accelerator:
         return x
 
 
-def _trl_loss(loss_type, logps, old, ref, adv, mask, eps, beta):
+def _trl_loss(loss_type, logps, old, ref, adv, mask, eps, beta, max_completion_length=None):
     """trl 1.16's GRPOTrainer._compute_loss on fixed log-probs: a stand-in trainer supplies the attributes the
     method reads, and its log-prob method returns ``logps`` instead of running a model."""
     from trl.trainer.grpo_trainer import GRPOTrainer
@@ -181,7 +181,8 @@ def _trl_loss(loss_type, logps, old, ref, adv, mask, eps, beta):
         beta=beta, loss_type=loss_type, epsilon_low=eps, epsilon_high=eps,
         args=SimpleNamespace(use_bias_correction_kl=False, delta=None), use_vllm=False,
         vllm_importance_sampling_correction=False, model=SimpleNamespace(training=True),
-        current_gradient_accumulation_steps=1, max_completion_length=t, _entropy_bonus_enabled=False,
+        current_gradient_accumulation_steps=1, max_completion_length=max_completion_length or t,
+        _entropy_bonus_enabled=False,
         aux_loss_enabled=False, accelerator=_Accelerator(), _metrics={"train": defaultdict(list)})
     inputs = {"prompt_ids": torch.zeros(b, 2, dtype=torch.long), "prompt_mask": torch.ones(b, 2, dtype=torch.long),
               "completion_ids": torch.zeros(b, t, dtype=torch.long), "completion_mask": mask.long(),
@@ -250,3 +251,15 @@ def test_bad_arguments_are_named():
         PG.group_advantages(torch.ones(3, 1))
     with pytest.raises(ValueError, match="old_logps"):
         PG.grpo_token_loss(logps, old[:, :2], ref, adv)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.04])
+def test_constant_aggregation_divides_by_a_fixed_length_as_trl(beta):
+    """Dr. GRPO divides by a fixed maximum completion length, not by the batch's padded length."""
+    logps, old, ref, adv, mask = _grpo_inputs(seed=2)
+    ours = PG.grpo_loss(logps, old, ref, adv, mask, clip_eps=0.2, beta=beta, aggregation="constant", max_length=50)
+    theirs = _trl_loss("dr_grpo", logps, old, ref, adv, mask, 0.2, beta, max_completion_length=50)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="max_length"):
+        PG.grpo_loss(logps, old, ref, adv, mask, aggregation="constant", max_length=mask.shape[1] - 1)
+

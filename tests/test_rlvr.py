@@ -154,3 +154,11 @@ def test_a_rewarded_sample_becomes_more_likely():
     out = rlvr.grpo_step(policy, reference, opt, [(0, 0)], "answer", config, torch.Generator().manual_seed(1))
     assert 0 < out["reward"] < 1, "the test needs both rewarded and unrewarded samples"
     assert sequence_logprob(policy, target, 4).item() > before
+
+
+def test_token_logps_use_the_sampling_temperature():
+    model, ids = small_model(6), torch.tensor([R.encode("12+34=46.")])
+    by_hand = (model(ids[:, :-1]).double() / 2.0).log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    assert torch.allclose(rlvr.token_logps(model, ids, 2.0).double(), by_hand, atol=1e-5)
+    with pytest.raises(ValueError, match="temperature"):
+        rlvr.token_logps(model, ids, 0.0)

@@ -113,24 +113,28 @@ def grpo_token_loss(logps, old_logps, ref_logps, advantages, clip_eps: float = 0
 
 
 def grpo_loss(logps, old_logps, ref_logps, advantages, mask, clip_eps: float = 0.2, beta: float = 0.04,
-              aggregation: str = "sequence") -> torch.Tensor:
+              aggregation: str = "sequence", max_length: int | None = None) -> torch.Tensor:
     """GRPO's loss: :func:`grpo_token_loss` averaged over the completion tokens (``mask`` (B, T) bool, False at
     padding), in one of three ways, with |o_i| = sum_t mask[i, t]:
 
         "sequence": (1/B) sum_i (1/|o_i|) sum_t l_it   (DeepSeekMath's GRPO: each completion weighs the same)
         "token":    sum_it l_it / sum_i |o_i|          (each token weighs the same; DAPO, trl's "bnpo")
-        "constant": sum_it l_it / (B T)                (Dr. GRPO: no length normalisation; T = mask.shape[1])
+        "constant": sum_it l_it / (B L)                (Dr. GRPO: no length normalisation)
+
+    L is ``max_length``, the longest completion the sampler may write, fixed for the whole run (Dr. GRPO,
+    trl's max_completion_length); it defaults to mask.shape[1], which is only fixed if every batch is padded
+    to the same length.
 
     "sequence" gives a long wrong answer a smaller penalty per token than a short one, a bias towards longer
     wrong answers; "constant" with ``group_advantages(scale=False)`` is Dr. GRPO."""
-    _check_grpo_loss(mask, logps, aggregation)
+    _check_grpo_loss(mask, logps, aggregation, max_length)
     per_token = grpo_token_loss(logps, old_logps, ref_logps, advantages, clip_eps, beta)  # (B, T)
     per_token = per_token.masked_fill(~mask, 0.0)  # padding counts for nothing, even where its loss is inf
     if aggregation == "sequence":
         return (per_token.sum(dim=1) / mask.sum(dim=1)).mean()
     if aggregation == "token":
         return per_token.sum() / mask.sum()
-    return per_token.sum() / mask.numel()
+    return per_token.sum() / (mask.shape[0] * (max_length or mask.shape[1]))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -188,7 +192,7 @@ def _check_grpo(logps, old_logps, ref_logps, advantages, clip_eps, beta) -> None
     validate.number("beta", beta, low=0)
 
 
-def _check_grpo_loss(mask, logps, aggregation) -> None:
+def _check_grpo_loss(mask, logps, aggregation, max_length) -> None:
     validate.choice("aggregation", aggregation, AGGREGATIONS)
     validate.tensor("mask", mask, kind=None, ndim=2)
     if mask.dtype != torch.bool:
@@ -198,3 +202,5 @@ def _check_grpo_loss(mask, logps, aggregation) -> None:
         raise ValueError(f"mask must have the shape of logps {tuple(logps.shape)}, got {tuple(mask.shape)}")
     if mask.numel() == 0 or not mask.any(dim=1).all():
         raise ValueError("mask must mark at least one completion token in every row")
+    if max_length is not None:
+        validate.integer("max_length", max_length, low=mask.shape[1])

@@ -59,10 +59,11 @@ def complete(model, problems, fmt: str = "answer", n_samples: int = 1, temperatu
     return ids, mask, [decode(row.tolist()) for row in new]
 
 
-def token_logps(model, ids: torch.Tensor) -> torch.Tensor:
-    """log p(ids[:, t + 1] | ids[:, :t + 1]) for every t: (N, T) -> (N, T - 1), with gradients."""
-    validate.token_ids("ids", ids, model.config.vocab_size, ndim=2)
-    logits = model(ids[:, :-1]).float()  # (N, T - 1, V)
+def token_logps(model, ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log p(ids[:, t + 1] | ids[:, :t + 1]) for every t: (N, T) -> (N, T - 1), with gradients, under the
+    distribution softmax(logits / temperature) that sampled them (the policy GRPO's ratio and KL refer to)."""
+    _check_token_logps(model, ids, temperature)
+    logits = model(ids[:, :-1]).float() / temperature  # (N, T - 1, V)
     return logits.log_softmax(dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
 
 
@@ -81,6 +82,7 @@ class GRPOConfig:
     updates: int = 2  # gradient steps on each batch of samples; the clip matters only from the second
     aggregation: str = "sequence"  # how token losses are averaged, see policy_gradient.grpo_loss
     scale_advantages: bool = True  # divide by the group's std (GRPO) or not (Dr. GRPO)
+    max_length: int | None = None  # "constant" aggregation's fixed divisor; None: the model's context length
 
 
 def grpo_step(policy, reference, optimizer, problems, fmt: str, config: GRPOConfig,
@@ -93,11 +95,13 @@ def grpo_step(policy, reference, optimizer, problems, fmt: str, config: GRPOConf
     pairs = [p for p in problems for _ in range(config.group_size)]
     rewards = torch.tensor([reward(t, a, b, fmt) for t, (a, b) in zip(texts, pairs, strict=True)], device=ids.device)
     advantages = group_advantages(rewards.view(len(problems), -1), config.scale_advantages).flatten()  # (P G,)
+    tau = config.temperature or 1.0  # temperature 0 samples greedily: score under the plain softmax
     with torch.no_grad():
-        old, ref = token_logps(policy, ids), token_logps(reference, ids)  # (P G, T - 1) each
+        old, ref = token_logps(policy, ids, tau), token_logps(reference, ids, tau)  # (P G, T - 1) each
     for _ in range(config.updates):
-        logps = token_logps(policy, ids)
-        loss = grpo_loss(logps, old, ref, advantages, mask, config.clip_eps, config.beta, config.aggregation)
+        logps = token_logps(policy, ids, tau)
+        loss = grpo_loss(logps, old, ref, advantages, mask, config.clip_eps, config.beta, config.aggregation,
+                         max_length=config.max_length or policy.config.context_length)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
@@ -124,6 +128,11 @@ def _check_complete(model, problems, fmt, n_samples, temperature, generator) -> 
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     return lengths.pop()
+
+
+def _check_token_logps(model, ids, temperature) -> None:
+    validate.token_ids("ids", ids, model.config.vocab_size, ndim=2)
+    validate.number("temperature", temperature, low=0.0, low_open=True)
 
 
 def _check_grpo_step(policy, reference, optimizer, config) -> None:

@@ -1,6 +1,7 @@
 """Chapter 18's agent: the strict tool-call parser (fuzzed), the grammar and the token mask (against brute
 force), constrained decoding with a real model class, the loop, and the sandboxed Python tool (escapes)."""
 
+import os
 import random
 
 import pytest
@@ -19,7 +20,7 @@ from lmbook.agents import (
     write_step,
 )
 from lmbook.model import Transformer, TransformerConfig
-from lmbook.sandbox import SandboxLimits, bwrap_available, run_python
+from lmbook.sandbox import SandboxLimits, ToolResult, bwrap_available, run_python, sandbox_command
 
 VALID = ["CALL python: sorted([3, 1, 2])[-1]", "CALL search: KeyError dict", "ANSWER: 3", "ANSWER: 'cba'\n",
          "CALL python: CALL python: 1", "CALL python: é + ü", "ANSWER:   x  "]
@@ -268,6 +269,40 @@ def test_the_loop_survives_every_escape_attempt_as_a_tool_error():
     run = run_agent(write, agents.make_tools(), max_steps=len(ESCAPES))
     assert [s.kind for s in run.steps] == ["call"] * len(ESCAPES)
     assert all(s.observation.startswith("error: ") for s in run.steps)
+
+
+@needs_bwrap
+def test_stray_output_cannot_pose_as_the_result():
+    # stdout is not the result channel: a printed "OK 5" before an error does not count
+    assert run_python("print('OK 5') or 1/0") == ToolResult(False, "ZeroDivisionError: division by zero")
+    # forked children leave without writing: only the top process's result comes back
+    assert run_python("[__import__('os').fork() for _ in range(3)] and 7") == ToolResult(True, "7")
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="the process limit (RLIMIT_NPROC as nobody) exists only for root")
+def test_the_process_limit_stops_a_fork_bomb_before_the_timeout():
+    result = run_python("[__import__('os').fork() for _ in range(200)]", SandboxLimits(seconds=20.0))
+    assert result.text.startswith("BlockingIOError"), result  # the limit refused a fork, not the wall clock
+
+
+def test_a_limit_the_caller_may_not_set_comes_back_as_a_result(monkeypatch):
+    def refuse(limits, user):
+        def apply():
+            raise ValueError("not allowed to raise limit")
+        return apply
+    monkeypatch.setattr("lmbook.sandbox.shutil.which", lambda name, **kw: "/usr/bin/bwrap")
+    monkeypatch.setattr("lmbook.sandbox._limit", refuse)
+    result = run_python("1 + 1")
+    assert result.ok is False and result.text.startswith("SandboxError: could not start the jail"), result
+
+
+def test_the_jail_binds_no_home_directory(monkeypatch, tmp_path):
+    monkeypatch.setattr("lmbook.sandbox.Path.home", lambda: tmp_path / "home")
+    with pytest.raises(ValueError, match="home directory"):
+        sandbox_command(str(tmp_path / "home" / "bin" / "python"))
+    command = sandbox_command(str(tmp_path / "home" / "venv" / "bin" / "python"))
+    assert str(tmp_path / "home" / "venv") not in command  # only the binary and lib/pythonX.Y, never the prefix
 
 
 def test_without_bubblewrap_the_tool_refuses(monkeypatch):

@@ -33,10 +33,26 @@ def rrf_ties_by_id_only(rankings, k):
     return sorted(scores, key=lambda d: (-scores[d], -d))  # ties by the larger id
 
 
+def rrf_without_best_rank(rankings, k):
+    scores = {}
+    for ranking in rankings:
+        for rank, doc in enumerate(ranking, start=1):
+            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
+    return sorted(scores, key=lambda d: (-scores[d], d))  # ties by id only, the best rank ignored
+
+
+def rrf_insertion_order(rankings, k):
+    scores = {}
+    for ranking in rankings:
+        for rank, doc in enumerate(ranking, start=1):
+            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
+    return sorted(scores, key=lambda d: -scores[d])  # ties left in order of first appearance
+
+
 def parse_json_call(text):
     try:
         call = json.loads(text)
-    except ValueError:
+    except (TypeError, ValueError, RecursionError):
         return None
     if not isinstance(call, dict) or set(call) != {"tool", "argument"}:
         return None
@@ -54,6 +70,19 @@ def parse_json_call_lenient(text):
     if not isinstance(call, dict):
         return None
     return [call.get("tool"), call.get("argument")]  # accepts extra keys, unknown tools and non-str arguments
+
+
+def parse_json_call_strict_but_narrow(text):  # right on every well-typed input, but catches only ValueError
+    try:
+        call = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(call, dict) or set(call) != {"tool", "argument"}:
+        return None
+    if call["tool"] not in ("python", "search") or not isinstance(call["argument"], str) \
+            or not call["argument"].strip():
+        return None
+    return [call["tool"], call["argument"]]
 
 
 def integer_answer_mask(prefix, tokens):
@@ -76,8 +105,9 @@ def integer_mask_per_character(prefix, tokens):  # looks only at the token's fir
 
 
 @pytest.mark.parametrize("check, right, wrongs", [
-    (checks.check_rrf, rrf, [rrf_ranks_from_zero, rrf_ties_by_id_only]),
-    (checks.check_parse_json_call, parse_json_call, [parse_json_call_lenient]),
+    (checks.check_rrf, rrf, [rrf_ranks_from_zero, rrf_ties_by_id_only, rrf_without_best_rank,
+                             rrf_insertion_order]),
+    (checks.check_parse_json_call, parse_json_call, [parse_json_call_lenient, parse_json_call_strict_but_narrow]),
     (checks.check_integer_answer_mask, integer_answer_mask, [integer_mask_allows_empty_number,
                                                             integer_mask_per_character]),
 ])
@@ -88,7 +118,7 @@ def test_function_checks(check, right, wrongs, capsys):
     for wrong in wrongs:
         check(wrong)
         out = capsys.readouterr().out
-        assert RESULTS[name] is False and "✗" in out and ("hint" in out or "expected" in out), out
+        assert RESULTS[name] is False and "✗" in out and ("hint" in out or "expected" in out or "raised" in out), out
 
 
 def test_answer_check(capsys):

@@ -23,7 +23,7 @@ def rrf(rankings, k):
 def parse_json_call(text):
     try:
         call = json.loads(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     if not isinstance(call, dict) or set(call) != {"tool", "argument"}:
         return None
@@ -47,13 +47,15 @@ def integer_answer_mask(prefix, tokens):
 
 def _hidden_rrf():
     return [Case(([[3, 1, 2], [2, 3], [1]], 60)), Case(([[10, 20, 30, 40], [40, 30, 20, 10]], 1)),
-            Case(([[4, 5, 6], [7, 5]], 2)), Case(([[1]], 60)), Case(([[9, 8, 7, 6, 5], [5, 6, 7, 8, 9], [7]], 5))]
+            Case(([[4, 5, 6], [7, 5]], 2)), Case(([[1]], 60)), Case(([[9, 8, 7, 6, 5], [5, 6, 7, 8, 9], [7]], 5)),
+            Case(([[6, 1], [5, 1]], 0)), Case(([[3, 9, 2], [2, 4, 9], [1]], 1))]
 
 
 def _hidden_json():
     texts = ['{"argument": "x", "tool": "search"}', ' {"tool": "python", "argument": "[1, 2][0]"} ',
              '{"tool": "python"}', '{"tool": "Python", "argument": "1"}', "CALL python: 1", "", "null",
-             '{"tool": "python", "argument": ""}', '{"tool": ["python"], "argument": "1"}']
+             '{"tool": "python", "argument": ""}', '{"tool": ["python"], "argument": "1"}',
+             '{"tool": "python", "argument": ' * 1500 + '"1"' + "}" * 1500, 12]
     return [Case((t,)) for t in texts]
 
 

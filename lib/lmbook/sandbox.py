@@ -8,10 +8,22 @@ error it raised, as text for the model to read. The jail has:
 - no host files but the operating system and Python, read-only; a small private ``/tmp`` in memory;
 - its own PID namespace: every process the expression starts dies with it;
 - limits: wall-clock ``seconds`` for the whole tree, CPU seconds, address space (``memory``) and file size
-  per process, and, where the caller is root (then the jail runs as ``nobody``), the number of processes.
+  per process, and, ONLY where the caller is root (then the jail runs as ``nobody``), the number of
+  processes. An ordinary user gets no process limit: a fork bomb then runs until the wall-clock limit.
 
-Everything that goes wrong (a timeout, a crash, a refused system call, a huge output) comes back as a
-:class:`ToolResult` with ``ok=False``, never as an exception in the caller. Where ``bwrap`` is missing the tool
+What is visible inside: ``/usr`` (all of it, ``/usr/local`` included), ``/bin``, ``/lib``, ``/lib64`` and
+``/etc/ld.so.cache``, read-only; for an interpreter outside ``/usr``, its binary, its ``lib/pythonX.Y`` and its
+``libpython`` only (never its whole prefix; a prefix that is the user's home or contains it is refused). As
+root, the jail runs the system's ``/usr/bin/python3`` where ``nobody`` cannot reach the caller's interpreter.
+
+The result comes back on its own pipe, written only by the evaluating process (forked children exit without
+writing), never on stdout, so stray prints and children's output cannot be taken for the result. Code in the
+jail can still write that pipe itself, just as it can evaluate to any value it likes: the result says what the
+code did, and the code is untrusted.
+
+Everything that goes wrong (a timeout, a crash, a refused system call, a huge output, a limit the caller's
+own hard limits forbid) comes back as a :class:`ToolResult` with ``ok=False``, never as an exception in the
+caller. Where ``bwrap`` is missing the tool
 refuses to run (``ok=False``): running model-written code unsandboxed is not an option this module offers.
 
 Left out on purpose: statements (only ``eval`` of one expression), persistent state between calls, seccomp
@@ -25,6 +37,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +48,18 @@ __all__ = ["SandboxLimits", "ToolResult", "bwrap_available", "run_python", "sand
 MiB = 2**20
 NOBODY = 65534
 
-# The code that runs inside: read the expression from stdin, evaluate it, print repr(value) or the error.
-RUNNER = """import sys
+# The code that runs inside: read the expression from stdin, evaluate it, and write "OK repr(value)" or
+# "ERR Type: message" to the result pipe (its descriptor is argv[1]); a forked child leaves without writing.
+RUNNER = """import os, sys
+fd, top = int(sys.argv[1]), os.getpid()
 source = sys.stdin.read()
 try:
-    value = eval(compile(source, "<tool>", "eval"), {"__builtins__": __builtins__})
-    sys.stdout.write("OK " + repr(value))
+    text = "OK " + repr(eval(compile(source, "<tool>", "eval"), {"__builtins__": __builtins__}))
 except BaseException as err:
-    sys.stdout.write("ERR " + type(err).__name__ + ": " + str(err))
+    text = "ERR " + type(err).__name__ + ": " + str(err)
+if os.getpid() != top:
+    os._exit(0)
+os.write(fd, text.encode("utf-8", "replace"))
 """
 
 
@@ -82,16 +99,37 @@ def run_python(expression: str, limits: SandboxLimits = SandboxLimits()) -> Tool
         return ToolResult(False, "SandboxError: bubblewrap (bwrap) is not installed; refusing to run code")
     python, user = _interpreter()
     try:
-        done = subprocess.run(sandbox_command(python), input=expression.encode("utf-8", "replace"),
-                              capture_output=True, timeout=limits.seconds, user=user, group=user,
-                              extra_groups=[] if user is not None else None, preexec_fn=_limit(limits, user))
+        done, out = _run_jailed(python, user, expression, limits)
     except subprocess.TimeoutExpired:  # subprocess.run killed bwrap; its PID namespace dies with it
         return ToolResult(False, f"TimeoutError: no result within {limits.seconds} s")
-    return _result(done, limits)
+    except (OSError, ValueError, subprocess.SubprocessError) as err:  # e.g. a limit above the caller's hard limit
+        return ToolResult(False, f"SandboxError: could not start the jail: {type(err).__name__}: {err}")
+    return _result(done, out, limits)
 
 
-def _result(done: subprocess.CompletedProcess, limits: SandboxLimits) -> ToolResult:
-    out = done.stdout.decode("utf-8", "replace")
+def _run_jailed(python: str, user: int | None, expression: str, limits: SandboxLimits):
+    """Run the jail; the result comes back on a pipe of its own, read by a thread while the jail runs."""
+    read, write = os.pipe()
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(read, chunks), daemon=True)
+    reader.start()
+    try:
+        done = subprocess.run(sandbox_command(python, write), input=expression.encode("utf-8", "replace"),
+                              capture_output=True, timeout=limits.seconds, user=user, group=user, pass_fds=(write,),
+                              extra_groups=[] if user is not None else None, preexec_fn=_limit(limits, user))
+    finally:
+        os.close(write)
+        reader.join(limits.seconds)
+    return done, b"".join(chunks).decode("utf-8", "replace")
+
+
+def _drain(fd: int, chunks: list) -> None:
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while data := pipe.read(65536):
+            chunks.append(data)
+
+
+def _result(done: subprocess.CompletedProcess, out: str, limits: SandboxLimits) -> ToolResult:
     if out.startswith("OK "):
         return ToolResult(True, _cut(out[3:], limits.output))
     if out.startswith("ERR "):
@@ -106,10 +144,12 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n] + f"... [{len(text) - n} more characters]"
 
 
-def sandbox_command(python: str) -> list[str]:
+def sandbox_command(python: str, result_fd: int = 3) -> list[str]:
     """The bwrap command line: new namespaces for everything (network, PIDs, IPC, hostname, user), the
-    system and Python read-only, a private /tmp, no environment, no capabilities, then ``python -I -S -c``."""
+    system and Python read-only, a private /tmp, no environment, no capabilities, then ``python -I -S -c``,
+    which writes its result to the inherited descriptor ``result_fd``."""
     validate.string("python", python)
+    validate.integer("result_fd", result_fd, low=3)  # 0, 1 and 2 are the standard streams
     if not Path(python).is_absolute():
         raise ValueError(f"python must be an absolute path to an interpreter, got {python!r}")
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
@@ -120,13 +160,21 @@ def sandbox_command(python: str) -> list[str]:
         else:
             cmd += ["--ro-bind", str(path), str(path)]
     cmd += ["--remount-ro", "/", "--chdir", "/tmp", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
-    return cmd + ["--", python, "-I", "-S", "-c", RUNNER]
+    return cmd + ["--", python, "-I", "-S", "-c", RUNNER, str(result_fd)]
 
 
 def _visible_paths(python: str) -> list[Path]:
+    """The system directories, and for an interpreter outside /usr only its binary, lib/pythonX.Y and libpython."""
     paths = [Path(p) for p in ("/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache")]
-    prefix = Path(python).resolve().parents[1]  # e.g. /usr or ~/.pyenv/versions/3.11.7
-    paths += [] if prefix == Path("/usr") else [prefix]
+    binary = Path(python).resolve()
+    prefix = binary.parents[1]  # e.g. /usr or ~/.pyenv/versions/3.11.7
+    if prefix != Path("/usr") and not prefix.is_relative_to("/usr"):
+        home = Path.home().resolve()
+        if prefix == home or home.is_relative_to(prefix):
+            raise ValueError(f"python's prefix {str(prefix)!r} is or contains the home directory; refusing to "
+                             "bind it into the jail")
+        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        paths += [binary, prefix / "lib" / version, *sorted((prefix / "lib").glob("libpython*.so*"))]
     return [p for p in paths if p.exists() or p.is_symlink()]
 
 

@@ -11,7 +11,7 @@ CASES = [
                                                            "processes": 32, "file_size": 2**20, "output": 100})),
     Case("run_python", lambda: (sandbox.run_python, {"expression": "1 + 1", "limits": sandbox.SandboxLimits()}),
          kinds={"expression": TEXT}),
-    Case("sandbox_command", lambda: (sandbox.sandbox_command, {"python": "/usr/bin/python3"}),
+    Case("sandbox_command", lambda: (sandbox.sandbox_command, {"python": "/usr/bin/python3", "result_fd": 3}),
          kinds={"python": TEXT}),  # any absolute path: bwrap reports a missing interpreter when it runs
 ]
 

@@ -14,6 +14,10 @@ function_check("rrf", lambda: [
     Case(([[10, 20], [30, 20]], 1), hint="ranks start at 1: with k = 1 a first place adds 1/2, not 1."),
     Case(([[1, 2], [], [2, 4]], 10), hint="an empty ranking adds nothing; a document missing from a ranking gets 0 "
                                           "from it."),
+    Case(([[9, 3], [7, 3]], 0), hint="a three-way tie (1 = 1/2 + 1/2): 9 and 7 were ranked first somewhere, 3 only "
+                                     "second, so 3 comes last; between 9 and 7 the smaller id first."),
+    Case(([[8, 5, 2, 6], [2, 6, 8, 5], [4]], 2), hint="ties in RRF(d) must be broken by the best single rank first, "
+                                                      "then by the smaller id, not by order of appearance."),
 ])
 
 
@@ -39,6 +43,8 @@ function_check("parse_json_call", lambda: [
     Case(('{"tool": "python", "argument": 3}',), hint="the argument must be a string."),
     Case(('["python", "1"]',), hint="a JSON list is not a call: return None."),
     Case(('{"tool": "python", "argument": "   "}',), hint="a blank argument: return None."),
+    Case(("[" * 3000,), hint="deep nesting makes json.loads raise RecursionError, not ValueError: return None."),
+    Case((None,), hint="not a string at all: return None, do not raise."),
 ])
 
 

@@ -161,3 +161,18 @@ def test_pass_at_k_is_unbiased_and_the_plug_in_is_biased_low():
 def test_pass_at_k_rejects_bad_counts(args, error):
     with pytest.raises(error):
         R.pass_at_k(*args)
+
+
+def test_smollm2_replies_are_scored_strictly():
+    """Chapter 17's SmolLM2 scoring: the integer that ends the last line of a finished reply, nothing else."""
+    from lmbook.experiments.reasoning_runs import final_answer, last_integer
+    assert final_answer("Adding the tens first...\nThe answer is 139.") == 139
+    assert final_answer("76 + 63 = 139") == 139
+    assert final_answer("So the result is 1,024") == 1024
+    assert final_answer("The answer is 139", finished=False) is None  # cut off at the token limit
+    reply = "1. Count the letters.\n3. Compare each one.\nThe final answer is \"transformer.count('r')\"."
+    assert final_answer(reply) is None  # no integer ends the last line
+    assert final_answer("") is None and final_answer("no number here") is None
+    assert last_integer(reply) == 3  # the lenient rule the chapter shows failing: a list marker
+    with pytest.raises(TypeError, match="finished"):
+        final_answer("42", finished="yes")

@@ -166,7 +166,7 @@ def _save(stage: str, runs: list) -> None:
 # ---- stage "smollm2": does "think step by step" help a 135M model? --------------------------------------------
 # python -m lmbook.experiments.reasoning_runs smollm2: SmolLM2-135M-Instruct, greedy, on 48 questions that code
 # labels (24 sums and products, 24 Python expressions labelled by evaluating them), asked directly and with
-# "think step by step"; a reply's answer is the last integer it writes.
+# "think step by step"; a reply's answer is the integer its last line states (final_answer), none if cut off.
 
 SMOL_MODES = {"direct": ("Reply with the final answer only.", 48),  # (instruction, most new tokens)
               "think": ("Think step by step, then give the final answer on the last line.", 256)}
@@ -196,9 +196,24 @@ def smollm2_questions() -> list:
 
 
 def last_integer(text: str) -> int | None:
+    """The last integer anywhere in the text: a lenient parser, kept to show what it gets wrong."""
     import re
     found = re.findall(r"-?\d+", text.replace(",", ""))
     return int(found[-1]) if found else None
+
+
+def final_answer(text: str, finished: bool = True) -> int | None:
+    """The answer a reply states, strictly: None unless the reply ended (not cut off at the token limit) and its
+    last non-empty line ends with an integer that stands alone or follows "answer is", "=", "is" or "print"."""
+    import re
+    if not isinstance(text, str) or not isinstance(finished, bool):
+        raise TypeError(f"text must be a str and finished a bool, got {type(text).__name__} "
+                        f"and {type(finished).__name__}")
+    lines = [line for line in text.replace(",", "").splitlines() if line.strip()]
+    if not finished or not lines:
+        return None
+    found = re.search(r"(?:^|answer is|answer:|=|\bis|\bprint)\s*[`*]*(-?\d+)[`*]*\.?\s*$", lines[-1].strip())
+    return int(found.group(1)) if found else None
 
 
 def smollm2(limit: int | None = None) -> list:
@@ -217,7 +232,7 @@ def smollm2(limit: int | None = None) -> list:
             out = generate(model, ids, max_new, eos_id=eos, use_cache=True)[0, len(ids):].tolist()
             new = [t for t in out if t != eos]
             reply = tok.decode(new)
-            parsed = last_integer(reply)
+            parsed = final_answer(reply, eos in out)
             runs.append({"arm": mode, "index": i, **q, "reply": reply, "tokens": len(new), "finished": eos in out,
                          "parsed": parsed, "correct": parsed == q["answer"], "seconds": time.time() - t0,
                          "states": {}})

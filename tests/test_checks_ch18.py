@@ -4,17 +4,9 @@ import json
 import re
 
 import pytest
+from answer_keys.ch18 import integer_answer_mask, parse_json_call, rrf
 from lmbook import checks
 from lmbook.checks import RESULTS
-
-
-def rrf(rankings, k):
-    scores, best = {}, {}
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
-            best[doc] = min(best.get(doc, rank), rank)
-    return sorted(scores, key=lambda d: (-scores[d], best[d], d))
 
 
 def rrf_ranks_from_zero(rankings, k):
@@ -49,19 +41,6 @@ def rrf_insertion_order(rankings, k):
     return sorted(scores, key=lambda d: -scores[d])  # ties left in order of first appearance
 
 
-def parse_json_call(text):
-    try:
-        call = json.loads(text)
-    except (TypeError, ValueError, RecursionError):
-        return None
-    if not isinstance(call, dict) or set(call) != {"tool", "argument"}:
-        return None
-    if call["tool"] not in ("python", "search") or not isinstance(call["argument"], str) \
-            or not call["argument"].strip():
-        return None
-    return [call["tool"], call["argument"]]
-
-
 def parse_json_call_lenient(text):
     try:
         call = json.loads(text)
@@ -74,22 +53,10 @@ def parse_json_call_lenient(text):
 
 def parse_json_call_strict_but_narrow(text):  # right on every well-typed input, but catches only ValueError
     try:
-        call = json.loads(text)
+        json.loads(text)
     except ValueError:
         return None
-    if not isinstance(call, dict) or set(call) != {"tool", "argument"}:
-        return None
-    if call["tool"] not in ("python", "search") or not isinstance(call["argument"], str) \
-            or not call["argument"].strip():
-        return None
-    return [call["tool"], call["argument"]]
-
-
-def integer_answer_mask(prefix, tokens):
-    def ok(s):
-        return "ANSWER: ".startswith(s) or bool(re.fullmatch(r"ANSWER: -?[0-9]*", s)) or \
-            bool(re.fullmatch(r"ANSWER: -?[0-9]+\n", s))
-    return [i for i, t in enumerate(tokens) if ok(prefix + t)]
+    return parse_json_call(text)
 
 
 def integer_mask_allows_empty_number(prefix, tokens):

@@ -4,41 +4,46 @@ import json
 import re
 
 import pytest
-from answer_keys.ch18 import integer_answer_mask, parse_json_call, rrf
-from lmbook import checks
+from answer_keys.ch18 import integer_answer_mask, parse_json_call, run_until_repeat
+from lmbook import agents, checks
 from lmbook.checks import RESULTS
 
 
-def rrf_ranks_from_zero(rankings, k):
-    scores = {}
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking):
-            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
-    return sorted(scores, key=lambda d: (-scores[d], d))
+def _kind(line):
+    try:
+        return agents.parse_step(line)
+    except agents.ToolCallError:
+        return "malformed_call" if line.startswith("CALL") else "parse_failure"
 
 
-def rrf_ties_by_id_only(rankings, k):
-    scores = {}
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
-    return sorted(scores, key=lambda d: (-scores[d], -d))  # ties by the larger id
+def repeat_of_previous_only(lines, max_steps):  # catches only a call identical to the one just before
+    kinds, last = [], None
+    for line in lines[:max_steps]:
+        step = _kind(line)
+        if isinstance(step, agents.Answer):
+            return {"answer": step.text, "stop": "answer", "kinds": kinds + ["answer"]}
+        if isinstance(step, agents.ToolCall) and step == last:
+            return {"answer": None, "stop": "repeat", "kinds": kinds + ["repeat"]}
+        kinds.append("call" if isinstance(step, agents.ToolCall) else step)
+        last = step if isinstance(step, agents.ToolCall) else last
+    return {"answer": None, "stop": "limit", "kinds": kinds}
 
 
-def rrf_without_best_rank(rankings, k):
-    scores = {}
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
-    return sorted(scores, key=lambda d: (-scores[d], d))  # ties by id only, the best rank ignored
+def repeat_of_raw_lines(lines, max_steps):  # any identical line repeats, compared as text
+    kinds, seen = [], set()
+    for line in lines[:max_steps]:
+        if line in seen:
+            return {"answer": None, "stop": "repeat", "kinds": kinds + ["repeat"]}
+        seen.add(line)
+        step = _kind(line)
+        if isinstance(step, agents.Answer):
+            return {"answer": step.text, "stop": "answer", "kinds": kinds + ["answer"]}
+        kinds.append("call" if isinstance(step, agents.ToolCall) else step)
+    return {"answer": None, "stop": "limit", "kinds": kinds}
 
 
-def rrf_insertion_order(rankings, k):
-    scores = {}
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1 / (k + rank)
-    return sorted(scores, key=lambda d: -scores[d])  # ties left in order of first appearance
+def repeat_without_step_limit(lines, max_steps):  # the right rule, reading every line
+    return run_until_repeat(lines, len(lines))
 
 
 def parse_json_call_lenient(text):
@@ -72,8 +77,8 @@ def integer_mask_per_character(prefix, tokens):  # looks only at the token's fir
 
 
 @pytest.mark.parametrize("check, right, wrongs", [
-    (checks.check_rrf, rrf, [rrf_ranks_from_zero, rrf_ties_by_id_only, rrf_without_best_rank,
-                             rrf_insertion_order]),
+    (checks.check_run_until_repeat, run_until_repeat, [repeat_of_previous_only, repeat_of_raw_lines,
+                                                       repeat_without_step_limit]),
     (checks.check_parse_json_call, parse_json_call, [parse_json_call_lenient, parse_json_call_strict_but_narrow]),
     (checks.check_integer_answer_mask, integer_answer_mask, [integer_mask_allows_empty_number,
                                                             integer_mask_per_character]),
@@ -100,5 +105,5 @@ def test_answer_check(capsys):
 def test_stub_is_reported_politely(capsys):
     def stub(*args):
         raise NotImplementedError
-    checks.check_rrf(stub)
+    checks.check_run_until_repeat(stub)
     assert "not attempted" in capsys.readouterr().out

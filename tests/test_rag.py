@@ -159,6 +159,34 @@ def test_stored_expression_answers_are_checked_by_value():
     from lmbook.agents import value_correct
     for t, q in zip(runs["tools"], rag.expression_questions(), strict=True):
         assert t["no_tools"]["correct"] == value_correct(t["no_tools"]["answer"], q["value"])
-        for name in ("agent", "agent_constrained"):
+        for name in ("agent", "agent_constrained", "agent_answer_only", "agent_python_first"):
             answer = t[name]["answer"]
             assert t[name]["correct"] == (answer is not None and value_correct(answer, q["value"]))
+
+
+def test_stored_controls_keep_to_their_grammars():
+    runs = _runs()
+    for t in runs["tools"]:
+        assert [s["kind"] for s in t["agent_answer_only"]["steps"]] == ["answer"]  # no tool, one answer
+        assert t["agent_python_first"]["steps"][0]["line"].startswith("CALL python: ")
+        if t["agent_constrained"]["steps"][0]["kind"] == "answer":  # greedy: a narrower mask keeps the argmax
+            assert t["agent_answer_only"]["steps"][0]["line"] == t["agent_constrained"]["steps"][0]["line"]
+    again = {c: np.mean([t[c]["correct"] for t in runs["tools"]]) for c in runs["summary"]["tools"]}
+    assert again == pytest.approx({c: s["accuracy"] for c, s in runs["summary"]["tools"].items()})
+
+
+def test_the_control_masks_allow_only_their_heads():
+    from types import SimpleNamespace
+
+    from lmbook.experiments.agent_runs import ARMS, _step_masks
+    vocab = {0: b"A", 1: b"C", 2: b"CALL python: ", 3: b"ANSWER: ", 4: b"CALL search: ", 5: b"x", 6: b"\n", 7: b"<s>"}
+    masks = _step_masks(SimpleNamespace(vocab=vocab), {7})
+    assert set(masks) == set(ARMS) - {"no_tools"}
+
+    def allowed(mask):
+        return set(mask.allowed(mask.grammar.start()).nonzero()[:, 0].tolist())
+    assert masks["agent"] == (None, None)
+    assert allowed(masks["agent_constrained"][0]) == {0, 1, 2, 3, 4}
+    assert allowed(masks["agent_answer_only"][0]) == allowed(masks["agent_answer_only"][1]) == {0, 3}
+    assert allowed(masks["agent_python_first"][0]) == {1, 2}
+    assert allowed(masks["agent_python_first"][1]) == {0, 1, 2, 3, 4}

@@ -5,19 +5,32 @@ from __future__ import annotations
 import json
 import re
 
+from lmbook.agents import Answer, ToolCallError, parse_step
 from lmbook.teaching.checks import Case
 from lmbook.teaching.checks.ch18 import TOKENS
 
 from . import Key
 
 
-def rrf(rankings, k):
-    scores, best = {}, {}
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking, start=1):
-            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
-            best[doc] = min(best.get(doc, rank), rank)
-    return sorted(scores, key=lambda d: (-scores[d], best[d], d))
+def run_until_repeat(lines, max_steps):
+    answer, stop, kinds, seen = None, "limit", [], set()
+    for line in lines[:max_steps]:
+        try:
+            step = parse_step(line)
+        except ToolCallError:
+            kinds.append("malformed_call" if line.startswith("CALL") else "parse_failure")
+            continue
+        if isinstance(step, Answer):
+            answer, stop = step.text, "answer"
+            kinds.append("answer")
+            break
+        if step in seen:
+            stop = "repeat"
+            kinds.append("repeat")
+            break
+        seen.add(step)
+        kinds.append("call")
+    return {"answer": answer, "stop": stop, "kinds": kinds}
 
 
 def parse_json_call(text):
@@ -45,10 +58,13 @@ def integer_answer_mask(prefix, tokens):
     return [i for i, t in enumerate(tokens) if t and _valid_prefix(prefix + t)]
 
 
-def _hidden_rrf():
-    return [Case(([[3, 1, 2], [2, 3], [1]], 60)), Case(([[10, 20, 30, 40], [40, 30, 20, 10]], 1)),
-            Case(([[4, 5, 6], [7, 5]], 2)), Case(([[1]], 60)), Case(([[9, 8, 7, 6, 5], [5, 6, 7, 8, 9], [7]], 5)),
-            Case(([[6, 1], [5, 1]], 0)), Case(([[3, 9, 2], [2, 4, 9], [1]], 1))]
+def _hidden_repeat():
+    return [Case((["ANSWER: 3", "CALL python: 3"], 1)), Case((["CALL python: 3"], 0)),
+            Case((["CALL search: with", "CALL python: 1", "CALL search: with", "ANSWER: x"], 5)),
+            Case((["CALL python: 1", "ANSWER: 1"], 1)), Case((["Example.", "ANSWER: 1", "ANSWER: 2"], 3)),
+            Case((["CALL python:1", "CALL python:1", "CALL python: 1", "CALL python: 1"], 4)),
+            Case((["CALL search: a b", "CALL search: a  b", "CALL search: a b"], 3)),
+            Case((["CALL python: 1", "CALL python: 2", "CALL python: 3"], 3))]
 
 
 def _hidden_json():
@@ -65,7 +81,7 @@ def _hidden_mask():
 
 
 KEYS = {
-    "rrf": Key(rrf, _hidden_rrf, giveaways=("reciprocal_rank_fusion", "fuse")),
+    "run_until_repeat": Key(run_until_repeat, _hidden_repeat),
     "rrf_by_hand": Key(answer=1 / 62 + 1 / 65),
     "parse_json_call": Key(parse_json_call, _hidden_json),
     "integer_answer_mask": Key(integer_answer_mask, _hidden_mask),

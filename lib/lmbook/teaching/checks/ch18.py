@@ -4,26 +4,30 @@ from __future__ import annotations
 
 from ._core import Case, answer_check, check_answer, function_check, run_check
 
-__all__ = ["check_rrf", "check_rrf_by_hand", "check_parse_json_call", "check_integer_answer_mask"]
+__all__ = ["check_run_until_repeat", "check_rrf_by_hand", "check_parse_json_call", "check_integer_answer_mask"]
 
-function_check("rrf", lambda: [
-    Case(([[1, 2, 3], [3, 1]], 60),
-         hint="sum 1 / (k + rank) over the rankings that hold a document; ranks start at 1."),
-    Case(([[5, 6], [6, 5]], 60), hint="equal scores: the document with the better best single rank first, then the "
-                                      "smaller id."),
-    Case(([[10, 20], [30, 20]], 1), hint="ranks start at 1: with k = 1 a first place adds 1/2, not 1."),
-    Case(([[1, 2], [], [2, 4]], 10), hint="an empty ranking adds nothing; a document missing from a ranking gets 0 "
-                                          "from it."),
-    Case(([[9, 3], [7, 3]], 0), hint="a three-way tie (1 = 1/2 + 1/2): 9 and 7 were ranked first somewhere, 3 only "
-                                     "second, so 3 comes last; between 9 and 7 the smaller id first."),
-    Case(([[8, 5, 2, 6], [2, 6, 8, 5], [4]], 2), hint="ties in RRF(d) must be broken by the best single rank first, "
-                                                      "then by the smaller id, not by order of appearance."),
+function_check("run_until_repeat", lambda: [
+    Case((["CALL python: 1 + 1", "ANSWER: 2"], 4), hint="an answer ends the run: stop 'answer'."),
+    Case((["CALL python: 1 + 1", "CALL python: 1 + 1", "ANSWER: 2"], 4),
+         hint="the second identical call is a repeat: record kind 'repeat' and stop, without reading further."),
+    Case((["CALL python: 1 + 1", "CALL search: 1 + 1", "CALL python: 1 + 1"], 4),
+         hint="a repeat need not follow its twin; and the same argument with another tool is a different call."),
+    Case((["Example.", "Example.", "Example."], 3),
+         hint="only calls can repeat: a line that does not parse is a parse_failure every time."),
+    Case((["CALL pyhton: 1", "CALL pyhton: 1", "ANSWER: 1"], 4),
+         hint="a call the parser rejects (unknown tool) is a malformed_call, never a repeat."),
+    Case((["CALL python: 2", "CALL python: 2\n", "ANSWER: 2"], 4),
+         hint="compare the parsed calls (tool, argument), not the raw lines: a final newline is not part of the "
+              "argument."),
+    Case((["CALL python: 1", "CALL python:  1", "ANSWER: 1"], 2),
+         hint="the argument is compared exactly as parsed (' 1' is not '1'); the step limit counts every line."),
 ])
 
 
-def check_rrf(fn) -> None:
-    """rrf(rankings, k): every document id, best first by RRF(d) = sum_r 1 / (k + rank_r(d))."""
-    run_check("rrf", fn)
+def check_run_until_repeat(fn) -> None:
+    """run_until_repeat(lines, max_steps): {"answer", "stop", "kinds"} of the loop fed ``lines`` that stops at
+    an answer, at a call identical to an earlier call, or after max_steps lines."""
+    run_check("run_until_repeat", fn)
 
 
 answer_check("rrf_by_hand", hint="RRF(d) = 1 / (k + r1) + 1 / (k + r2) with ranks counted from 1 and k = 60.")

@@ -303,6 +303,10 @@ def test_generate_with_a_cache_gives_the_same_tokens(llama):
     g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
     sampled = D.generate(ours, prompt, 8, do_sample=True, top_p=0.9, generator=g1, cache=ListCache())
     assert torch.equal(sampled, D.generate(ours, prompt, 8, do_sample=True, top_p=0.9, generator=g2))
+    prefilled = ListCache()  # a cache that already holds the first two prompt tokens: only the rest is fed
+    with torch.no_grad():
+        ours(prompt[:, :2], cache=prefilled)
+    assert torch.equal(D.generate(ours, prompt, 8, cache=prefilled), D.generate(ours, prompt, 8))
 
 
 def test_out_of_range_and_meaningless_settings_are_rejected(llama):

@@ -79,10 +79,10 @@ def min_p_filter(logits: torch.Tensor, p_min: float) -> torch.Tensor:
 def apply_repetition_penalty(logits: torch.Tensor, previous_ids: torch.Tensor, penalty: float) -> torch.Tensor:
     """The repetition penalty of CTRL (Keskar et al. 2019) as transformers implements it: for every token
     already in ``previous_ids`` (B, T), a positive logit is divided by ``penalty`` and a negative one
-    multiplied by it, so for penalty > 1 its logit always decreases (CTRL's paper divides every seen logit,
-    which raises a negative one). Its probability usually falls too, but not always: the softmax also
-    hands it part of the mass freed by other penalised tokens. Each token is penalised once, however often it
-    occurred; the prompt counts as text. logits (B, V). Chapter 10."""
+    multiplied by it, so for penalty > 1 its logit never increases (it strictly decreases unless it is 0; CTRL's
+    paper divides every seen logit, which raises a negative one). Its probability usually falls too, but not
+    always: the softmax also hands it part of the mass freed by other penalised tokens. Each token is penalised
+    once, however often it occurred; the prompt counts as text. logits (B, V). Chapter 10."""
     _check_logits(logits, previous_ids, repetition_penalty=("penalty", penalty))
     seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, previous_ids, True)  # (B, V)
     penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
@@ -120,21 +120,17 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
              use_cache: bool = False):
     """Extend ``prompt_ids`` ((T,) or (B, T) ints) by up to ``max_new_tokens`` tokens; returns (B, T + new).
 
-    Each step: ``model(ids, cache, last_only=True)`` gives the next token's logits (B, 1, V), as
-    ``lmbook.model.Transformer`` does, and ``next_token`` picks the token. A row that produced ``eos_id`` is
-    padded with it; generation stops when every row has. With ``cache`` (chapter 11; ``use_cache=True``
-    makes one) only the new tokens are fed after the first step. Chapter 10.
+    Each step the model gives the next token's logits (B, V) and ``next_token`` picks the token. A row that
+    produced ``eos_id`` is padded with it; generation stops when every row has. ``cache`` and ``use_cache``
+    (chapter 11's KV cache, in ``_logits_step``) change the cost of the logits, not the text. Chapter 10.
     """
     ids = _check_generate(model, prompt_ids, max_new_tokens, do_sample, temperature, top_k, top_p, min_p,
                           repetition_penalty, eos_id, generator, cache, use_cache)  # (B, T) on the model's device
-    cache = _new_cache(model, ids, max_new_tokens) if use_cache and cache is None else cache
+    next_logits = _logits_step(model, ids, max_new_tokens, cache, use_cache)  # ids (B, T) -> logits (B, V)
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)  # rows that produced eos_id
-    fed = 0  # with a cache: how many tokens the model has already seen
     for _ in range(max_new_tokens):
-        logits = model(ids[:, fed:], cache=cache, last_only=True)[:, -1, :].float()  # (B, V)
-        fed = ids.shape[1] if cache is not None else 0  # with a cache, feed only the new tokens next time
-        next_ids = next_token(logits, ids, do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
-                              min_p=min_p, repetition_penalty=repetition_penalty, generator=generator)
+        next_ids = next_token(next_logits(ids), ids, do_sample=do_sample, temperature=temperature, top_k=top_k,
+                              top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty, generator=generator)
         if eos_id is not None:
             next_ids = torch.where(done, torch.full_like(next_ids, eos_id), next_ids)  # finished rows: padding
             done |= next_ids == eos_id
@@ -144,9 +140,19 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
     return ids
 
 
-def _new_cache(model, ids, max_new_tokens):
-    from .kv_cache import KVCache  # chapter 11
-    return KVCache.for_model(model, max_len=ids.shape[1] + max_new_tokens, batch=ids.shape[0])
+def _logits_step(model, ids, max_new_tokens, cache=None, use_cache=False):
+    """``generate``'s step: the text so far, ids (B, T) -> the next token's logits (B, V). Without a cache the
+    model reads the whole text every step; with a KV cache (chapter 11; ``use_cache=True`` makes one for the
+    prompt and the new tokens) only the tokens the cache has not seen: the prompt, then the newest token."""
+    if use_cache and cache is None:
+        from .kv_cache import KVCache  # chapter 11
+        cache = KVCache.for_model(model, max_len=ids.shape[1] + max_new_tokens, batch=ids.shape[0])
+
+    def next_logits(ids):
+        unseen = ids if cache is None else ids[:, int(cache.seq_len):]  # (B, T) or (B, T - cached)
+        return model(unseen, cache=cache, last_only=True)[:, -1, :].float()  # (B, V)
+
+    return next_logits
 
 
 def distinct_n(sequences, n: int) -> float:
@@ -313,8 +319,10 @@ def _check_generate(model, prompt_ids, max_new_tokens, do_sample, temperature, t
     validate.integer("max_new_tokens", max_new_tokens)
     _check_settings(do_sample, temperature, top_k, top_p, min_p, repetition_penalty, generator)
     _check_model(model, eos_id)
-    if cache is not None and (isinstance(cache, type) or not callable(getattr(cache, "update", None))):
-        raise TypeError(f"cache must be a KV cache with an update(layer, k, v) method, got {validate.describe(cache)}")
+    if cache is not None and (isinstance(cache, type) or not hasattr(cache, "seq_len")
+                              or not callable(getattr(cache, "update", None))):
+        raise TypeError(f"cache must be a KV cache with seq_len and an update(layer, k, v) method, got "
+                        f"{validate.describe(cache)}")
     validate.boolean("use_cache", use_cache)
     return ids
 

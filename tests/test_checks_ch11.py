@@ -104,29 +104,28 @@ def test_by_hand_answers(capsys):
                                                                                    (0.7, 0.8)]]
     checks.check_kv_example(math.exp(wrong_order[3]) / sum(math.exp(s) for s in wrong_order))  # W^K x, not x W^K
     assert RESULTS["kv_example"] is False
-    checks.check_context_budget(151)  # floor(40 * 2^30 / (4096 * 69,120)) = floor(151.7)
+    free = 40 * 2**30 - 2 * 8 * 10**9  # 40 GiB less the 16-bit weights of 8.0e9 parameters
+    checks.check_context_budget(free // (32 * 2 * 32 * 8 * 128 * 2))  # 6,425 tokens for each of 32 sequences
     assert RESULTS["context_budget"] is True
-    checks.check_context_budget(152)  # rounded up: the last sequence would overflow the budget
-    assert RESULTS["context_budget"] is False and "round down" in capsys.readouterr().out
-    checks.check_context_budget(40 * 2**30 / (4096 * 60 * 576 * 2))  # not a whole number of sequences
+    checks.check_context_budget(40 * 2**30 // (32 * 2 * 32 * 8 * 128 * 2))  # forgot the weights: 10,240
+    assert RESULTS["context_budget"] is False and "share the 40 GiB" in capsys.readouterr().out
+    checks.check_context_budget(free // (2 * 32 * 8 * 128 * 2))  # one sequence, not a batch of 32
     assert RESULTS["context_budget"] is False
-    checks.check_context_budget(40 * 2**30 // (4096 * 2 * 60 * 576 * 2))  # a factor 2 for K and V that MLA lacks
+    checks.check_context_budget(free // (32 * 32 * 8 * 128 * 2))  # no factor 2 for keys and values
     assert RESULTS["context_budget"] is False
-    checks.check_context_budget(40 * 2**30 // (4096 * 60 * 512 * 2))  # forgot the rotary key
+    checks.check_context_budget((40e9 - 16e9) // (32 * 2 * 32 * 8 * 128 * 2))  # GB instead of GiB: 5,722
     assert RESULTS["context_budget"] is False
-    checks.check_context_budget(40e9 // (4096 * 60 * 576 * 2))  # GB instead of GiB
+    checks.check_context_budget(free // (32 * 2 * 32 * 32 * 128 * 2))  # 32 query heads, not 8 K/V heads
     assert RESULTS["context_budget"] is False
-    checks.check_context_budget_int8(64)  # 40 * 2^30 / (4096 * 2 * 80 * 8 * 128 * 1 byte) = 64 exactly
+    checks.check_context_budget_int8(free // (32 * 2 * 32 * 8 * (128 + 4)))  # 12,461: 132 bytes per vector
     assert RESULTS["context_budget_int8"] is True
-    checks.check_context_budget_int8(32)  # 16-bit values: int8 was the point of part (c)
-    assert RESULTS["context_budget_int8"] is False and "1 byte" in capsys.readouterr().out
-    checks.check_context_budget_int8(128)  # forgot the factor 2 for keys and values
+    checks.check_context_budget_int8(free // (32 * 2 * 32 * 8 * 128))  # the scales ignored: 12,850
+    assert RESULTS["context_budget_int8"] is False and "float32 scale" in capsys.readouterr().out
+    checks.check_context_budget_int8(free // (32 * 2 * 32 * 8 * (128 + 2)))  # 16-bit scales: 12,652
     assert RESULTS["context_budget_int8"] is False
-    checks.check_context_budget_int8(256)  # part (d)'s window of 1,024 tokens
+    checks.check_context_budget_int8(free // (32 * 2 * 32 * 8 * 128 * 2))  # the 16-bit cache of part (a)
     assert RESULTS["context_budget_int8"] is False
-    checks.check_context_budget_int8(40e9 // (4096 * 2 * 80 * 8 * 128))  # GB instead of GiB: 59
-    assert RESULTS["context_budget_int8"] is False
-    checks.check_context_budget_int8(40 * 2**30 // (4096 * 2 * 80 * 64 * 128))  # 64 query heads, not 8 K/V heads
+    checks.check_context_budget_int8((40 * 2**30 - 10**9 * 8) // (32 * 2 * 32 * 8 * (128 + 4)))  # int8 weights too
     assert RESULTS["context_budget_int8"] is False
     checks.check_spec_tokens_per_pass((1 - 0.8**5) / 0.2)
     assert RESULTS["spec_tokens_per_pass"] is True

@@ -400,6 +400,12 @@ def test_sweep_step_seconds_and_the_stored_file():
                    ("total_cached", len(S.TOTAL_LENGTHS)), ("total_uncached", len(S.TOTAL_LENGTHS))]:
         assert len(timing[key]) == n and min(timing[key]) > 0, key
     assert (stream["tokens"], stream["cache_slots"], stream["n_sinks"]) == (S.STREAM_TOKENS, S.CACHE_SLOTS, S.N_SINKS)
+    steps = blob["step_cpu"]  # thread CPU time of one thread never exceeds its wall time
+    assert steps["positions"] == list(S.UNCACHED_POSITIONS)
+    for kind in S.STEP_KINDS:
+        cpu, wall = steps[f"{kind}_cpu"], steps[f"{kind}_wall"]
+        assert len(cpu) == len(wall) == len(S.UNCACHED_POSITIONS) and min(cpu) > 0, kind
+        assert all(c <= w * 1.01 for c, w in zip(cpu, wall, strict=True)), kind
     nll = {name: torch.tensor(values) for name, values in stream["nll"].items()}
     assert all(len(v) == S.STREAM_TOKENS - 1 for v in nll.values())
     rolling = [name for name in nll if "window" in name]

@@ -13,7 +13,10 @@ mostly waits for the first):
   sinks + a 252-slot window (the same memory), and an int8 cache; and the int8 cache's logit error;
 - ``cpu_time`` (``python -m lmbook.experiments.kv_cache_sweep cpu_time``, about two minutes): the cached step
   at positions 256 .. 1024 again, timed by the wall clock and by the CPU time of the thread, once after a real
-  prefill (as ``timing``) and once with a cache filled with random numbers (no prefill), in interleaved rounds.
+  prefill (as ``timing``) and once with a cache filled with random numbers (no prefill), in interleaved rounds;
+- ``step_cpu`` (``python -m lmbook.experiments.kv_cache_sweep step_cpu``, about two CPU-minutes): the thread's
+  CPU time (and the wall time) of one step at positions 16 .. 512, cached, uncached as in ``timing``, and
+  uncached scoring the last position only (``last_only=True``), medians of 5 shuffled rounds.
 
 Timings depend on the machine and its load: the chapter uses their growth with length (fitted
 exponents, ratios), not their absolute values. Takes about an hour on a busy CPU; each part (and each
@@ -135,6 +138,36 @@ def cpu_time(model, text_ids: torch.Tensor, rounds: int = 5) -> dict:
                for kind in ("prefill", "random") for clock in ("wall", "cpu")}}
 
 
+STEP_KINDS = ("cached", "uncached", "uncached_last")  # the cached step; a full pass; a full pass scoring the last
+
+
+@torch.no_grad()
+def step_cpu(model, text_ids: torch.Tensor, rounds: int = 5) -> dict:
+    """Thread-CPU and wall time of one step at UNCACHED_POSITIONS, three ways (STEP_KINDS): the cached step after
+    a (not timed) prefill, the uncached full pass of ``timing`` (output layer at every position), and the fair
+    uncached pass (last_only=True). Rounds visit every setting once, in a shuffled order; medians are stored."""
+    ids = text_ids[None, :max(UNCACHED_POSITIONS)]
+    settings = [(kind, p) for kind in STEP_KINDS for p in UNCACHED_POSITIONS]
+    found = {(s, clock): [] for s in settings for clock in ("wall", "cpu")}
+    g = torch.Generator().manual_seed(1)
+    for _ in range(rounds):
+        for i in torch.randperm(len(settings), generator=g).tolist():
+            kind, p = settings[i]
+            if kind == "cached":
+                cache = KVCache.for_model(model, p)
+                model(ids[:, :p - 1], cache=cache)
+                step = lambda p=p, c=cache: model(ids[:, p - 1:p], cache=c)  # noqa: E731
+            else:
+                step = lambda p=p, last=kind == "uncached_last": model(ids[:, :p], last_only=last)  # noqa: E731
+            wall, cpu = time.perf_counter(), time.thread_time()
+            step()
+            found[settings[i], "cpu"].append(time.thread_time() - cpu)
+            found[settings[i], "wall"].append(time.perf_counter() - wall)
+    return {"rounds": rounds, "positions": list(UNCACHED_POSITIONS),
+            **{f"{kind}_{clock}": [round(statistics.median(found[(kind, p), clock]), 5) for p in UNCACHED_POSITIONS]
+               for kind in STEP_KINDS for clock in ("wall", "cpu")}}
+
+
 def streaming(model, text_ids: torch.Tensor, done: dict, save) -> dict:
     """Fill ``done`` (the stored "streaming" part, possibly partial) cache by cache, calling save() after each."""
     ids = text_ids[:STREAM_TOKENS]
@@ -195,7 +228,7 @@ def make_sweep(path: str | Path = SWEEP_PATH, parts=("streaming", "timing")) -> 
         if part == "streaming":
             blob["streaming"] = streaming(model, text_ids, blob.get("streaming", {}), save)
         else:
-            blob[part] = {"timing": timing, "cpu_time": cpu_time}[part](model, text_ids)
+            blob[part] = {"timing": timing, "cpu_time": cpu_time, "step_cpu": step_cpu}[part](model, text_ids)
         save()
     return blob
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from . import PALETTE
 
@@ -11,7 +11,8 @@ __all__ = ["BLOCK_TABLE_ALT", "DRAFT_VERIFY_ALT", "draw_block_table", "draw_draf
 
 BLOCK_TABLE_ALT = ("Left, the sequence's token positions cut into logical blocks 0, 1, 2 and so on, the last one "
                    "partly filled; right, the pool's physical blocks in a column, grey where other sequences hold "
-                   "them, blue for this sequence's blocks, white where free. An arrow goes from each logical block to "
+                   "them, blue for this sequence's blocks, white where free, as a key below the figure says. An arrow "
+                   "goes from each logical block to "
                    "the physical block that the block table names: the first two arrows cross, because the blocks "
                    "that other sequences gave back are reused last freed first, and consecutive positions land in "
                    "whatever blocks were free.")
@@ -46,6 +47,10 @@ def draw_block_table(block_table: list[int], block_size: int, seq_len: int, n_bl
     ax.text(1.5, 0.8, "the sequence (logical blocks)", ha="center")
     ax.text(8, 0.8, "the pool", ha="center")
     ax.text(5, 0.8, "block table", ha="center", color=PALETTE[1])
+    key = [Patch(fc=PALETTE[0], alpha=0.6, ec="black", label="this sequence's blocks"),
+           Patch(fc="lightgrey", ec="black", label="held by other sequences"),
+           Patch(fc="white", ec="black", label="free")]
+    ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
     ax.set(xlim=(-2, 11.5), ylim=(-len(block_table) - 0.2, 1.2))
     ax.axis("off")
     return fig

@@ -22,25 +22,26 @@ def check_kv_example(answer) -> None:
 
 
 answer_check("context_budget",
-             hint="MLA caches one latent of d_c values and one rotary key of d_h^R values per token and layer, "
-                  "with no factor 2 (the latent serves keys and values); 16-bit values take 2 bytes; "
-                  "1 GiB = 2^30 bytes; each sequence holds 4,096 tokens; a sequence that does not fit whole "
-                  "cannot be served, so round down.")
+             hint="the weights take 2 bytes for each of the 8.0 x 10^9 parameters and share the 40 GiB "
+                  "(1 GiB = 2^30 bytes) with the caches; one token costs a key and a value (the factor 2) for each "
+                  "of 8 key/value heads of 128 values in each of 32 layers, 2 bytes each, and the batch holds 32 "
+                  "sequences; a length that does not fit whole cannot be served, so round down.")
 
 
 def check_context_budget(answer) -> None:
-    """Sequences of 4,096 tokens whose 16-bit MLA caches (DeepSeek-V2) fit in 40 GiB, a whole number."""
+    """The longest length, in whole tokens, of 32 sequences whose 16-bit caches fit in 40 GiB beside 16-bit weights
+    of 8.0e9 parameters (32 layers, 8 K/V heads of 128)."""
     check_answer("context_budget", answer)
 
 
 answer_check("context_budget_int8",
-             hint="a model shaped like Llama 2 70B caches a key and a value (the factor 2) for each of its 8 key/value "
-                  "heads of 128 values, in each of 80 layers; int8 takes 1 byte a value (ignore the scales); the "
-                  "request is 4,096 tokens, not the window of part (d); 1 GiB = 2^30 bytes; round down.")
+             hint="section 10's int8 cache stores each key vector and each value vector (one token, one head) as "
+                  "128 one-byte integers plus one float32 scale of 4 bytes; the weights stay 16-bit and share the "
+                  "40 GiB; the batch holds 32 sequences; 1 GiB = 2^30 bytes; round down.")
 
 
 def check_context_budget_int8(answer) -> None:
-    """Sequences of 4,096 tokens whose int8 caches (80 layers, 8 K/V heads of 128) fit in 40 GiB, a whole number."""
+    """The same with section 10's int8 cache, counting its float32 scale per vector, a whole number of tokens."""
     check_answer("context_budget_int8", answer)
 
 

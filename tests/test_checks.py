@@ -62,3 +62,15 @@ def test_hand_answers_accept_every_four_figure_value_in_the_tolerance_and_call_t
     assert not _too_coarse("demo", 0.3971, entry)  # four figures, wrong: not "coarse"
     assert answer_matches("demo", 9.9995, answer_digests("demo", 9.998))  # across a power of ten
     assert answer_matches("demo", 10.0, answer_digests("demo", 9.998))
+
+
+def test_a_whole_number_answer_must_be_exact():
+    from lmbook.teaching.checks._core import CHECKS, answer_check, answer_digests, answer_matches
+
+    answer_check("demo_whole", whole=True)
+    try:
+        digests = answer_digests("demo_whole", 12461)
+        assert answer_matches("demo_whole", 12461, digests) and answer_matches("demo_whole", 12461.0, digests)
+        assert not any(answer_matches("demo_whole", v, digests) for v in (12460, 12462, 12461.1, 12455, 12470))
+    finally:
+        del CHECKS["demo_whole"]

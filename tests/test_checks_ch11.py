@@ -117,8 +117,14 @@ def test_by_hand_answers(capsys):
     assert RESULTS["context_budget"] is False
     checks.check_context_budget(free // (32 * 2 * 32 * 32 * 128 * 2))  # 32 query heads, not 8 K/V heads
     assert RESULTS["context_budget"] is False
+    checks.check_context_budget(free // (32 * 2 * 32 * 8 * 128 * 2) + 1)  # rounded up: does not fit
+    assert RESULTS["context_budget"] is False
+    checks.check_context_budget(free / (32 * 2 * 32 * 8 * 128 * 2))  # not rounded to whole tokens
+    assert RESULTS["context_budget"] is False
     checks.check_context_budget_int8(free // (32 * 2 * 32 * 8 * (128 + 4)))  # 12,461: 132 bytes per vector
     assert RESULTS["context_budget_int8"] is True
+    checks.check_context_budget_int8(free // (32 * 2 * 32 * 8 * (128 + 4)) + 1)  # rounded up
+    assert RESULTS["context_budget_int8"] is False
     checks.check_context_budget_int8(free // (32 * 2 * 32 * 8 * 128))  # the scales ignored: 12,850
     assert RESULTS["context_budget_int8"] is False and "float32 scale" in capsys.readouterr().out
     checks.check_context_budget_int8(free // (32 * 2 * 32 * 8 * (128 + 2)))  # 16-bit scales: 12,652

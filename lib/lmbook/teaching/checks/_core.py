@@ -62,6 +62,7 @@ class Check:
     atol: float = 1e-9
     hint: str = ""
     project: Callable | None = None
+    whole: bool = False  # an answer that must be this exact whole number (a count, a length rounded down)
 
     @property
     def kind(self) -> str:
@@ -75,9 +76,9 @@ def function_check(name: str, cases: Callable[[], list[Case]], *, rtol: float = 
     return CHECKS[name]
 
 
-def answer_check(name: str, hint: str = "") -> Check:
-    """Register the check of a number worked out by hand."""
-    CHECKS[name] = Check(name, None, hint=hint)
+def answer_check(name: str, hint: str = "", whole: bool = False) -> Check:
+    """Register the check of a number worked out by hand (``whole``: exactly this whole number)."""
+    CHECKS[name] = Check(name, None, hint=hint, whole=whole)
     return CHECKS[name]
 
 
@@ -201,6 +202,8 @@ def _four_figure_values(answer: float) -> list[float]:
 
 def answer_digests(name: str, answer: float) -> list[str]:
     """The digests stored for the answer ``answer`` of exercise ``name``."""
+    if _whole(name):
+        return [_digest(name, float(answer), figures=16)]
     return sorted({_digest(name, v) for v in _four_figure_values(answer)})
 
 
@@ -211,12 +214,18 @@ def coarse_digest(name: str, answer: float) -> str:
 
 def answer_matches(name: str, value: float, digests) -> bool:
     """True when ``value`` is right for an exercise whose answer has these digests."""
+    if _whole(name):
+        return math.isfinite(value) and value == round(value) and _digest(name, value, figures=16) in set(digests)
     return math.isfinite(value) and _digest(name, value) in set(digests)
+
+
+def _whole(name: str) -> bool:
+    return name in CHECKS and CHECKS[name].whole
 
 
 def _too_coarse(name: str, value: float, entry: dict) -> bool:
     """A value given to 3 significant figures or fewer that agrees with the answer to 3 figures."""
-    return (math.isfinite(value) and value == float(f"{value:.2e}")
+    return (not _whole(name) and math.isfinite(value) and value == float(f"{value:.2e}")
             and entry.get("coarse") == _digest(name, value, figures=3))
 
 

@@ -25,7 +25,7 @@ answer_check("context_budget",
              hint="the weights take 2 bytes for each of the 8.0 x 10^9 parameters and share the 40 GiB "
                   "(1 GiB = 2^30 bytes) with the caches; one token costs a key and a value (the factor 2) for each "
                   "of 8 key/value heads of 128 values in each of 32 layers, 2 bytes each, and the batch holds 32 "
-                  "sequences; a length that does not fit whole cannot be served, so round down.")
+                  "sequences; a length that does not fit whole cannot be served, so round down.", whole=True)
 
 
 def check_context_budget(answer) -> None:
@@ -37,7 +37,7 @@ def check_context_budget(answer) -> None:
 answer_check("context_budget_int8",
              hint="section 10's int8 cache stores each key vector and each value vector (one token, one head) as "
                   "128 one-byte integers plus one float32 scale of 4 bytes; the weights stay 16-bit and share the "
-                  "40 GiB; the batch holds 32 sequences; 1 GiB = 2^30 bytes; round down.")
+                  "40 GiB; the batch holds 32 sequences; 1 GiB = 2^30 bytes; round down.", whole=True)
 
 
 def check_context_budget_int8(answer) -> None:

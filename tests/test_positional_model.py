@@ -90,6 +90,27 @@ def test_experiment_helpers_refuse_bad_input():
         RS.rescale_rope(tiny("alibi"), "PI", 2.0, 128)
 
 
+def test_matched_scale_control_scales_only_the_table_and_restores_it():
+    model = tiny("sinusoidal")
+    ids = torch.randint(0, 40, (1, 7), generator=torch.Generator().manual_seed(2))
+    seen = {}
+    model.blocks[0].register_forward_pre_hook(lambda module, args: seen.update(x=args[0]))
+    with torch.no_grad(), PX._sinusoids_scaled(0.25):
+        model(ids)
+    expected = model.tok_emb.weight[ids[0]] * math.sqrt(32) + 0.25 * sinusoidal_encoding(7, 32).double()
+    torch.testing.assert_close(seen["x"][0], expected)
+    assert M.sinusoidal_encoding is sinusoidal_encoding  # the model's own table is back after the block
+    d = 64  # the experiment's scale: a table row sqrt(d / 2) long, like a token vector sqrt(d) * 0.02 * sqrt(d)
+    assert math.sqrt(d / 2) * 0.02 * math.sqrt(2 * d) == pytest.approx(math.sqrt(d) * 0.02 * math.sqrt(d))
+
+
+def test_extend_tiny_refuses_bad_input():
+    with pytest.raises(ValueError, match="part"):
+        PX.extend_tiny("everything")
+    with pytest.raises(TypeError, match="path"):
+        PX.extend_tiny("seeds", path=3)
+
+
 def test_position_losses_average_to_the_evaluation_loss():
     model = tiny("alibi")
     ids = torch.randint(0, 40, (4 * 16 + 1,), generator=torch.Generator().manual_seed(5))

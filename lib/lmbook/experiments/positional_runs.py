@@ -4,7 +4,9 @@ Experiment 1 (:func:`run_tiny`): one tiny Llama-style model (``TINY_POSITIONAL``
 chapter-1 word tokens of the Python manual at context 128, once per positional scheme (none, learned,
 sinusoidal, RoPE, ALiBi); validation loss at evaluation lengths 128 to 1024 and per position. Then the
 RoPE model stretched at evaluation time with PI, NTK, NTK-by-parts and YaRN (``rope_scaling.rescale_rope``), and after
-a short fine-tune at length 512.
+a short fine-tune at length 512 (plain RoPE and each method, from the same weights on the same batches; repeated
+with two more data orders). Also RoPE and ALiBi from two more seeds, and the sinusoidal model with its table scaled
+down to the size of the initial token vectors (the matched-scale control).
 
 Experiment 2 (:func:`run_smollm2`): SmolLM2-135M-Instruct (Q4_1) has an 8,192-position window, too long to
 exceed on a CPU in budget. So the probe keeps the real window and cuts the tokens: a 128-token passage of the
@@ -18,8 +20,9 @@ controls: the passage alone under each stretch, and the distant context without 
 
 Run ``make positional`` (``python -m lmbook.experiments.positional_runs [tiny] [smollm2] [live]``); results go
 to ``data/positional_tiny.json.gz``, ``data/positional_smollm2_passages.json.gz`` and
-``data/positional_live.json.gz`` (read them with :func:`load_results`). Left out: longer fine-tunes, other
-seeds of experiment 1 (one seed per scheme), and SmolLM2 on genuinely long inputs.
+``data/positional_live.json.gz`` (read them with :func:`load_results`). :func:`extend_tiny` adds the extra runs
+to stored results (``tiny-finetune``, ``tiny-seeds-rope``, ``tiny-seeds-alibi``, ``tiny-sinusoid``). Left out: longer
+fine-tunes, other seeds of the other schemes, and SmolLM2 on genuinely long inputs.
 """
 
 from __future__ import annotations
@@ -98,7 +101,6 @@ def _bins(losses: torch.Tensor, width: int = 32) -> list[float]:
 def run_tiny(path: str | Path = TINY_PATH, steps: int | None = None) -> dict:
     """Experiment 1 (see the module docstring); writes ``path`` and returns the results."""
     _check_run(path, steps)
-    from ..utils import seed_everything
 
     vocab, train_ids, val_ids = word_corpus()
     train_cfg = TRAIN if steps is None else TrainConfig(**{**TRAIN.__dict__, "steps": steps})
@@ -108,9 +110,7 @@ def run_tiny(path: str | Path = TINY_PATH, steps: int | None = None) -> dict:
            "schemes": {}, "seconds": {}}
     models = {}
     for scheme in SCHEMES:
-        seed_everything(0)
-        model = Transformer(TransformerConfig(vocab_size=len(vocab), positional=scheme, **TINY_POSITIONAL))
-        history = train(model, train_ids, None, train_cfg)
+        model, history = _train_scheme(scheme, len(vocab), train_ids, train_cfg)
         lengths = [n for n in EVAL_LENGTHS if scheme != "learned" or n <= model.config.context_length]
         out["schemes"][scheme] = {"val_loss": _length_table(model, val_ids, lengths),
                                   "final_train_loss": round(sum(history["train_loss"][-20:]) / 20, 4)}
@@ -127,16 +127,144 @@ def run_tiny(path: str | Path = TINY_PATH, steps: int | None = None) -> dict:
                                     "position_loss": _bins(position_losses(stretched, val_ids, longest))}
         print(f"{method:>10}: {out['stretched'][method]['val_loss']}", flush=True)
     out["finetuned"] = {}  # a short fine-tune at length 512 with s = 4, then evaluated with s = 4 everywhere
-    s_ft = FINETUNE.seq_len / L
-    for method in ("RoPE", "PI", "NTK", "YaRN"):
-        seed_everything(0)
-        model = rescale_rope(rope, method, s_ft, L)
-        history = train(model, train_ids, None, FINETUNE)
-        out["finetuned"][method] = {"val_loss": _length_table(model, val_ids, EVAL_LENGTHS)}
-        out["seconds"][f"finetune {method}"] = round(history["seconds"], 1)
-        print(f"{method:>10} fine-tuned: {out['finetuned'][method]['val_loss']}", flush=True)
+    _add_finetunes(out, rope, train_ids, val_ids, FINETUNE.seed, out["finetuned"])
+    _add_extras(out, rope, train_ids, val_ids, train_cfg)
     _save(path, out)
     return out
+
+
+FINETUNED = ("RoPE",) + METHODS  # fine-tuned at length 512: plain RoPE and the four stretches with s = 4
+SEEDS, FINETUNE_SEEDS = (1, 2), (2, 3)  # the extra runs: other seeds of RoPE and ALiBi; other fine-tune data orders
+
+
+def _train_scheme(scheme, vocab_size, train_ids, cfg, seed=0, sinusoid_scale=1.0):
+    """A tiny model of ``scheme`` trained with ``cfg``; ``seed`` seeds both the initialisation and the batches."""
+    from ..utils import seed_everything
+
+    seed_everything(seed)
+    model = Transformer(TransformerConfig(vocab_size=vocab_size,
+                                          positional=scheme, **TINY_POSITIONAL))
+    with _sinusoids_scaled(sinusoid_scale):
+        history = train(model, train_ids, None, TrainConfig(**{**cfg.__dict__, "seed": seed}))
+    return model, history
+
+
+class _sinusoids_scaled:
+    """Within the block, the model adds ``scale`` times the sinusoid table (the matched-scale control)."""
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __enter__(self):
+        from .. import model as module
+        self.module, self.original = module, module.sinusoidal_encoding
+        if self.scale != 1.0:
+            module.sinusoidal_encoding = lambda n, d: self.scale * self.original(n, d)
+
+    def __exit__(self, *exc):
+        self.module.sinusoidal_encoding = self.original
+
+
+def _add_finetunes(out, rope, train_ids, val_ids, seed, into, methods=FINETUNED):
+    """Fine-tune copies of the trained RoPE model at length 512 (batches seeded by ``seed``); s = 4 everywhere."""
+    from ..utils import seed_everything
+
+    L, s_ft = rope.config.context_length, FINETUNE.seq_len / rope.config.context_length
+    suffix = "" if seed == FINETUNE.seed else f", data order {seed}"
+    for method in methods:
+        seed_everything(0)
+        model = rescale_rope(rope, method, s_ft, L)
+        history = train(model, train_ids, None, TrainConfig(**{**FINETUNE.__dict__, "seed": seed}))
+        into[method] = {"val_loss": _length_table(model, val_ids, EVAL_LENGTHS)}
+        out["seconds"][f"finetune {method}{suffix}"] = round(history["seconds"], 1)
+        print(f"{method:>12} fine-tuned (order {seed}): {into[method]['val_loss']}", flush=True)
+
+
+def _add_finetune_orders(out, rope, train_ids, val_ids):
+    out.setdefault("finetune_orders", {})  # the same fine-tunes with other batches: {seed: {method: ...}}
+    for seed in FINETUNE_SEEDS:
+        _add_finetunes(out, rope, train_ids, val_ids, seed, out["finetune_orders"].setdefault(str(seed), {}))
+
+
+def _add_seeds(out, train_ids, val_ids, cfg, schemes=("rope", "alibi"), seeds=SEEDS):
+    out.setdefault("seeds", {})  # RoPE and ALiBi retrained with other seeds (initialisation and batches)
+    for scheme in schemes:
+        for seed in seeds:
+            model, history = _train_scheme(scheme, len(word_corpus()[0]), train_ids, cfg, seed)
+            out["seeds"].setdefault(scheme, {})[str(seed)] = {"val_loss": _length_table(model, val_ids, EVAL_LENGTHS)}
+            out["seconds"][f"{scheme}, seed {seed}"] = round(history["seconds"], 1)
+            print(f"{scheme:>10} seed {seed}: {out['seeds'][scheme][str(seed)]['val_loss']}", flush=True)
+
+
+def _sinusoid_ratio(model):
+    """Length of a sinusoid row, sqrt(d / 2), over the mean length of a token vector sqrt(d) E[i]."""
+    d = model.config.d_model
+    return math.sqrt(d / 2) / (math.sqrt(d) * model.tok_emb.weight.norm(dim=1).mean().item())
+
+
+def _add_matched_sinusoid(out, train_ids, val_ids, cfg):
+    """The sinusoidal model again, its table scaled so a row is as long as an initial token vector."""
+    d = TINY_POSITIONAL["d_model"]
+    scale = round(0.02 * math.sqrt(2 * d), 4)  # sqrt(d) * 0.02 * sqrt(d) / sqrt(d / 2)
+    model, history = _train_scheme("sinusoidal", len(word_corpus()[0]), train_ids, cfg, 0, scale)
+    with _sinusoids_scaled(scale):
+        table = _length_table(model, val_ids, EVAL_LENGTHS)
+    out["sinusoidal_matched"] = {"scale": scale, "val_loss": table,
+                                 "final_train_loss": round(sum(history["train_loss"][-20:]) / 20, 4),
+                                 "trained_ratio": round(_sinusoid_ratio(model) * scale, 3)}
+    out["seconds"]["sinusoidal, matched scale"] = round(history["seconds"], 1)
+    print(f"sinusoidal, matched scale {scale}: {table}", flush=True)
+
+
+def _add_extras(out, rope, train_ids, val_ids, cfg):
+    _add_finetune_orders(out, rope, train_ids, val_ids)
+    _add_seeds(out, train_ids, val_ids, cfg)
+    _add_matched_sinusoid(out, train_ids, val_ids, cfg)
+
+
+def extend_tiny(part: str, path: str | Path = TINY_PATH) -> dict:
+    """Add one part of the extra runs of :func:`run_tiny` to its stored results, saving after each run:
+    "finetune" (NTK-by-parts at the stored data order, then every fine-tune at the orders ``FINETUNE_SEEDS``;
+    retrains the RoPE model first and records how closely it reproduces the stored one), "seeds-rope",
+    "seeds-alibi" (the seeds ``SEEDS``) or "sinusoid"."""
+    _check_run(path)
+    validate.choice("part", part, ("finetune", "seeds-rope", "seeds-alibi", "sinusoid"))
+    _, train_ids, val_ids = word_corpus()
+    if part == "finetune":
+        new = {"seconds": {}, "finetuned": {}}
+        rope, history = _train_scheme("rope", len(word_corpus()[0]), train_ids, TRAIN)
+        new["seconds"]["rope, reproduced"] = round(history["seconds"], 1)
+        stored = load_results(path)["schemes"]["rope"]["val_loss"]
+        again = _length_table(rope, val_ids, EVAL_LENGTHS)
+        diff = max(abs(again[k] - stored[k]) for k in again)
+        new["reproduced_rope"] = {"val_loss": again, "max_abs_diff": round(diff, 5)}
+        print("reproduced:", new["reproduced_rope"], flush=True)
+        _add_finetunes(new, rope, train_ids, val_ids, FINETUNE.seed, new["finetuned"], ("NTK-by-parts",))
+        _store(path, new)
+        for seed in FINETUNE_SEEDS:
+            new = {"seconds": {}, "finetune_orders": {str(seed): {}}}
+            _add_finetunes(new, rope, train_ids, val_ids, seed, new["finetune_orders"][str(seed)])
+            _store(path, new)
+    elif part.startswith("seeds"):
+        for seed in SEEDS:
+            new = {"seconds": {}}
+            _add_seeds(new, train_ids, val_ids, TRAIN, (part.removeprefix("seeds-"),), (seed,))
+            _store(path, new)
+    else:
+        new = {"seconds": {}}
+        _add_matched_sinusoid(new, train_ids, val_ids, TRAIN)
+        _store(path, new)
+    return load_results(path)
+
+
+def _store(path, new):
+    """Merge ``new`` into the stored results one level deep ("seeds" two levels) and save them."""
+    out = load_results(path)  # read again just before writing: parts may run side by side
+    for key, value in new.items():
+        merged = out.get(key, {})
+        for name, entry in value.items() if isinstance(value, dict) else ():
+            merged[name] = {**merged[name], **entry} if key == "seeds" and name in merged else entry
+        out[key] = merged if isinstance(value, dict) else value
+    _save(path, out)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -319,6 +447,9 @@ if __name__ == "__main__":  # make positional
     which = sys.argv[1:] or ["tiny", "smollm2", "live"]
     if "tiny" in which:
         run_tiny()
+    for part in ("finetune", "seeds-rope", "sinusoid", "seeds-alibi"):
+        if f"tiny-{part}" in which:
+            extend_tiny(part)
     if "smollm2" in which:
         run_smollm2()
     if "live" in which:

@@ -14,7 +14,10 @@ def test_double_softmax_floor(capsys):
     assert ok and "✓" in out
     ok, out = verdict(capsys, checks.check_double_softmax_floor, math.log(3), "double_softmax_floor")  # uniform
     assert not ok and "one-hot" in out
-    assert not verdict(capsys, checks.check_double_softmax_floor, math.log(3) - 1, "double_softmax_floor")[0]
+    ok, out = verdict(capsys, checks.check_double_softmax_floor, math.log(3) - 1, "double_softmax_floor")  # e^0 for e^1
+    assert not ok and "e^1, not e^0" in out
+    left_out = math.log(2) - 1  # the target's own term left out
+    assert not verdict(capsys, checks.check_double_softmax_floor, left_out, "double_softmax_floor")[0]
     assert not verdict(capsys, checks.check_double_softmax_floor, floor / math.log(2), "double_softmax_floor")[0]
     smollm2 = math.log(math.e + 49151) - 1
     assert not verdict(capsys, checks.check_double_softmax_floor, smollm2, "double_softmax_floor")[0]

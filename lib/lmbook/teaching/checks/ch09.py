@@ -9,8 +9,9 @@ from ._core import Case, answer_check, check_answer, function_check, run_check
 __all__ = ["check_double_softmax_floor", "check_count_parameters", "check_residual_jacobian_norm", "check_wsd_lr"]
 
 answer_check("double_softmax_floor",
-             hint="evaluate the loss at the best input the double softmax can get, a one-hot vector on the target, "
-                  "and keep every term of the log-sum-exp, the target's own included; here |V| = 3.")
+             hint="evaluate the loss at the best input the double softmax can get, a one-hot vector on the target; "
+                  "in the log-sum-exp the target's own term is e^1, not e^0, and the other |V| - 1 terms are e^0 = 1; "
+                  "here |V| = 3.")
 
 
 def check_double_softmax_floor(answer) -> None:

@@ -8,6 +8,7 @@ from lmbook import model as M
 from lmbook import rope_scaling as RS
 from lmbook import training as TR
 from lmbook.experiments import positional_runs as PX
+from lmbook.experiments import positional_smollm2 as PS
 from lmbook.positional import rope_inv_freq, sinusoidal_encoding
 from lmbook.rope_scaling import yarn_attention_factor
 from test_model import ListCache
@@ -104,13 +105,6 @@ def test_matched_scale_control_scales_only_the_table_and_restores_it():
     assert math.sqrt(d / 2) * 0.02 * math.sqrt(2 * d) == pytest.approx(math.sqrt(d) * 0.02 * math.sqrt(d))
 
 
-def test_extend_tiny_refuses_bad_input():
-    with pytest.raises(ValueError, match="part"):
-        PX.extend_tiny("everything")
-    with pytest.raises(TypeError, match="path"):
-        PX.extend_tiny("seeds", path=3)
-
-
 def test_position_losses_average_to_the_evaluation_loss():
     model = tiny("alibi")
     ids = torch.randint(0, 40, (4 * 16 + 1,), generator=torch.Generator().manual_seed(5))
@@ -120,7 +114,7 @@ def test_position_losses_average_to_the_evaluation_loss():
 
 
 def test_gap_positions():
-    pos = PX.gap_positions(1000, 4)
+    pos = PS.gap_positions(1000, 4)
     assert pos.tolist() == [0, 1, 2, 3, 997, 998, 999, 1000]
 
 

@@ -1,10 +1,10 @@
 """Decoding, chapter 10: turning a language model's next-token logits into text, one token at a time.
-Each strategy is a small function over a batch of logits (B, V): greedy (argmax), temperature (z / tau),
-top-k, top-p (nucleus), min-p, a repetition penalty, and sample (one draw from softmax(z)). Filters set
-removed logits to -inf (probability 0). ``next_token`` chains them in transformers' order, ``generate``
-calls it once per new token, and ``distinct_n``, ``sequence_logprob`` and ``compare_strategies`` measure
-what comes out. Left out on purpose: beam search and best-of-N (``lmbook.beam_search``), typical sampling, contrastive
-search, speculative decoding, and a KV cache (chapter 11 plugs one into ``generate`` through ``cache=``).
+Each strategy is a small function over a batch of logits (B, V): greedy (argmax), temperature (z / tau), top-k,
+top-p (nucleus), min-p, a repetition penalty, and sample (one draw from softmax(z)). Filters set removed logits to
+-inf (probability 0). ``next_token`` chains them in transformers' order, ``generate`` calls it once per new token,
+and ``distinct_n``, ``sequence_logprob`` and ``compare_strategies`` measure what comes out. Left out on purpose:
+beam search and best-of-N (``lmbook.beam_search``), typical sampling, contrastive search, speculative decoding, and
+a KV cache (chapter 11 plugs one into ``generate`` through ``cache=``).
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ STRATEGIES = {
     "greedy + rep. penalty 1.3": {"repetition_penalty": 1.3},
     "sampling, T = 1": {"do_sample": True}, "sampling, T = 0.7": {"do_sample": True, "temperature": 0.7},
     "sampling, T = 1.5": {"do_sample": True, "temperature": 1.5}, "top-k = 20": {"do_sample": True, "top_k": 20},
-    "top-p = 0.9": {"do_sample": True, "top_p": 0.9}, "min-p = 0.1": {"do_sample": True, "min_p": 0.1},
-}
+    "top-p = 0.9": {"do_sample": True, "top_p": 0.9}, "min-p = 0.1": {"do_sample": True, "min_p": 0.1}}
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
@@ -167,7 +166,8 @@ def distinct_n(sequences, n: int) -> float:
 def sequence_logprob(model, ids, prompt_len: int) -> torch.Tensor:
     """Total log-probability (nats) the model gives the tokens after the prompt:
     sum_{t >= prompt_len} log p(x_t | x_<t). ids (B, T) -> (B,). Divide by T - prompt_len for a mean. Ch. 10"""
-    ids = _check_sequence_logprob(model, ids, prompt_len)  # (B, T) on the model's device
+    ids = _as_batch(model, ids, "ids")  # (B, T) on the model's device
+    validate.integer("prompt_len", prompt_len, low=1, high=ids.shape[1] - 1)
     logprobs = model(ids)[:, :-1].double().log_softmax(dim=-1)  # (B, T-1, V): position t predicts t+1
     picked = logprobs.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
     return picked[:, prompt_len - 1:].sum(dim=-1)
@@ -210,8 +210,7 @@ def _continuations(model, prompt, settings, max_new_tokens, n_samples, eos_id, s
     else:
         n = n_samples if settings.get("do_sample") else 1
         generator = torch.Generator(device=prompt.device).manual_seed(seed)
-        outputs = generate(model, prompt.expand(n, -1), max_new_tokens, eos_id=eos_id, generator=generator,
-                           **settings)
+        outputs = generate(model, prompt.expand(n, -1), max_new_tokens, eos_id=eos_id, generator=generator, **settings)
     continuations = []
     for row in outputs:
         new = row[prompt.shape[1]:].tolist()
@@ -228,6 +227,7 @@ _SETTINGS = {  # setting: (its type, its valid range, what it must be)
     "min_p": (Real, lambda v: 0 <= v <= 1, "in [0, 1]"),
     "repetition_penalty": (Real, lambda v: v > 0, "a number > 0 (1 = no penalty)"),
 }
+_ABSENT = object()  # a filter without previous_ids
 
 
 def _check_setting(setting: str, name: str, value) -> None:
@@ -238,9 +238,6 @@ def _check_setting(setting: str, name: str, value) -> None:
         raise TypeError(f"{setting} must be {expected}, {got}")
     if not math.isfinite(value) or not ok(value):
         raise ValueError(f"{setting} must be {expected}, {got}")
-
-
-_ABSENT = object()  # a filter without previous_ids
 
 
 def _check_logits(logits, previous_ids=_ABSENT, generator=None, **settings) -> None:
@@ -301,11 +298,10 @@ def _as_batch(model, value, name: str) -> torch.Tensor:
     try:
         ids = value if isinstance(value, torch.Tensor) else torch.tensor(value)
     except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"{name} must be a list of token ids or of equal-length lists of them, got "
-                         f"{validate.describe(value)}") from None
+        ids = torch.empty(0)  # ragged rows or not numbers: reported below
     if ids.numel() == 0:
-        raise ValueError(f"{name} must be a non-empty list or tensor of token ids, (T,) or (B, T), got shape "
-                         f"{tuple(ids.shape)}")
+        raise ValueError(f"{name} must be a non-empty list or tensor of token ids, (T,) or (B, T) with rows of equal "
+                         f"length, got {validate.describe(value)}")
     validate.tensor(name, ids, ndim=(1, 2), kind="int")
     if ids.min() < 0 or ids.max() >= vocab_size:
         bad = ids[(ids < 0) | (ids >= vocab_size)].flatten()[0].item()
@@ -319,10 +315,8 @@ def _check_generate(model, prompt_ids, max_new_tokens, do_sample, temperature, t
     validate.integer("max_new_tokens", max_new_tokens)
     _check_settings(do_sample, temperature, top_k, top_p, min_p, repetition_penalty, generator)
     _check_model(model, eos_id)
-    if cache is not None and (isinstance(cache, type) or not hasattr(cache, "seq_len")
-                              or not callable(getattr(cache, "update", None))):
-        raise TypeError(f"cache must be a KV cache with seq_len and an update(layer, k, v) method, got "
-                        f"{validate.describe(cache)}")
+    if cache is not None and (isinstance(cache, type) or not hasattr(cache, "seq_len") or not hasattr(cache, "update")):
+        raise TypeError(f"cache must be a KV cache with seq_len and update(), got {validate.describe(cache)}")
     validate.boolean("use_cache", use_cache)
     return ids
 
@@ -336,12 +330,6 @@ def _check_distinct_n(sequences, n) -> None:
     validate.integer("n", n)
     if all(len(seq) < n for seq in sequences):
         raise ValueError(f"sequences hold no {n}-gram: at least one needs {n} tokens (n={n})")
-
-
-def _check_sequence_logprob(model, ids, prompt_len) -> torch.Tensor:
-    ids = _as_batch(model, ids, "ids")
-    validate.integer("prompt_len", prompt_len, low=1, high=ids.shape[1] - 1)
-    return ids
 
 
 def _check_compare(model, prompt_ids, strategies, max_new_tokens, n_samples, eos_id, seed) -> torch.Tensor:

@@ -8,21 +8,22 @@ a short fine-tune at length 512 (plain RoPE and each method, from the same weigh
 with two more data orders). Also RoPE and ALiBi from two more seeds, and the sinusoidal model with its table scaled
 down to the size of the initial token vectors (the matched-scale control).
 
-Experiment 2 (:func:`run_smollm2`): SmolLM2-135M-Instruct (Q4_1) has an 8,192-position window, too long to
-exceed on a CPU in budget. So the probe keeps the real window and cuts the tokens: a 128-token passage of the
-manual is read after the 128 tokens that precede it in the manual, but with a jump in the position ids: the
-first context token sits at position 0 and the last scored token at position D, up to 8 x 8,192.
-Only relative positions enter RoPE, so the model meets distances it never saw in training, at the cost
-of a forward pass over 256 tokens. Each method stretches RoPE by s = D / 8192. Losses are kept per passage;
-controls: the passage alone under each stretch, and the distant context without its first token or reduced to it.
+Experiment 2 (``positional_smollm2.run_smollm2``): SmolLM2-135M-Instruct (Q4_1) has an 8,192-position window, too
+long to exceed on a CPU in budget. So the probe keeps the real window and cuts the tokens: a 128-token passage of
+the manual is read after the 128 tokens that precede it in the manual, but with a jump in the position ids: the
+first context token sits at position 0 and the last scored token at position D, up to 8 x 8,192. Only relative
+positions enter RoPE, so the model meets distances it never saw in training, at the cost of a forward pass over 256
+tokens. Each method stretches RoPE by s = D / 8192. Losses are kept per passage; controls: the passage alone under
+each stretch, and the distant context without its first token or reduced to it.
 
 :func:`run_live_seeds` stores :func:`live_extrapolation` with its default settings for five seeds.
 
 Run ``make positional`` (``python -m lmbook.experiments.positional_runs [tiny] [smollm2] [live]``); results go
 to ``data/positional_tiny.json.gz``, ``data/positional_smollm2_passages.json.gz`` and
-``data/positional_live.json.gz`` (read them with :func:`load_results`). :func:`extend_tiny` adds the extra runs
-to stored results (``tiny-finetune``, ``tiny-seeds-rope``, ``tiny-seeds-alibi``, ``tiny-sinusoid``). Left out: longer
-fine-tunes, other seeds of the other schemes, and SmolLM2 on genuinely long inputs.
+``data/positional_live.json.gz`` (read them with :func:`load_results`). The stored file got its extra runs
+(the key ``reproduced_rope`` onwards) after the first run, from a retrained RoPE model that reproduced the stored one
+exactly; :func:`run_tiny` computes everything in one go. Left out: longer fine-tunes, other seeds of the other
+schemes, and SmolLM2 on genuinely long inputs.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import gzip
 import json
 import math
 import os
-import time
 from pathlib import Path
 
 import torch
@@ -57,7 +57,7 @@ METHODS = ("PI", "NTK", "NTK-by-parts", "YaRN")  # NTK-by-parts: YaRN without it
 
 
 def load_results(path: str | Path) -> dict:
-    """The stored results of :func:`run_tiny` (``TINY_PATH``) or :func:`run_smollm2` (``SMOLLM2_PATH``)."""
+    """The stored results of :func:`run_tiny` (``TINY_PATH``) or of ``positional_smollm2`` (``SMOLLM2_PATH``)."""
     _check_run(path)
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return json.load(f)
@@ -221,52 +221,6 @@ def _add_extras(out, rope, train_ids, val_ids, cfg):
     _add_matched_sinusoid(out, train_ids, val_ids, cfg)
 
 
-def extend_tiny(part: str, path: str | Path = TINY_PATH) -> dict:
-    """Add one part of the extra runs of :func:`run_tiny` to its stored results, saving after each run:
-    "finetune" (NTK-by-parts at the stored data order, then every fine-tune at the orders ``FINETUNE_SEEDS``;
-    retrains the RoPE model first and records how closely it reproduces the stored one), "seeds-rope",
-    "seeds-alibi" (the seeds ``SEEDS``) or "sinusoid"."""
-    _check_run(path)
-    validate.choice("part", part, ("finetune", "seeds-rope", "seeds-alibi", "sinusoid"))
-    _, train_ids, val_ids = word_corpus()
-    if part == "finetune":
-        new = {"seconds": {}, "finetuned": {}}
-        rope, history = _train_scheme("rope", len(word_corpus()[0]), train_ids, TRAIN)
-        new["seconds"]["rope, reproduced"] = round(history["seconds"], 1)
-        stored = load_results(path)["schemes"]["rope"]["val_loss"]
-        again = _length_table(rope, val_ids, EVAL_LENGTHS)
-        diff = max(abs(again[k] - stored[k]) for k in again)
-        new["reproduced_rope"] = {"val_loss": again, "max_abs_diff": round(diff, 5)}
-        print("reproduced:", new["reproduced_rope"], flush=True)
-        _add_finetunes(new, rope, train_ids, val_ids, FINETUNE.seed, new["finetuned"], ("NTK-by-parts",))
-        _store(path, new)
-        for seed in FINETUNE_SEEDS:
-            new = {"seconds": {}, "finetune_orders": {str(seed): {}}}
-            _add_finetunes(new, rope, train_ids, val_ids, seed, new["finetune_orders"][str(seed)])
-            _store(path, new)
-    elif part.startswith("seeds"):
-        for seed in SEEDS:
-            new = {"seconds": {}}
-            _add_seeds(new, train_ids, val_ids, TRAIN, (part.removeprefix("seeds-"),), (seed,))
-            _store(path, new)
-    else:
-        new = {"seconds": {}}
-        _add_matched_sinusoid(new, train_ids, val_ids, TRAIN)
-        _store(path, new)
-    return load_results(path)
-
-
-def _store(path, new):
-    """Merge ``new`` into the stored results one level deep ("seeds" two levels) and save them."""
-    out = load_results(path)  # read again just before writing: parts may run side by side
-    for key, value in new.items():
-        merged = out.get(key, {})
-        for name, entry in value.items() if isinstance(value, dict) else ():
-            merged[name] = {**merged[name], **entry} if key == "seeds" and name in merged else entry
-        out[key] = merged if isinstance(value, dict) else value
-    _save(path, out)
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Experiment 1, live: a smaller version that runs in seconds, with its settings exposed
 # ---------------------------------------------------------------------------------------------------------
@@ -335,72 +289,6 @@ def _perplexities(model, val_ids, lengths, train_length, method=None):
     return table
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Experiment 2: SmolLM2 and distances beyond its 8,192-token window
-# ---------------------------------------------------------------------------------------------------------
-
-SMOLLM2_WINDOW = 8192
-GAP_PASSAGE = 128            # tokens in the context passage and in the scored passage
-GAP_SAMPLES = 8              # passages (a batch)
-GAP_DISTANCES = (1024, 2048, 4096, 8192, 16384, 32768, 65536)  # largest query-key distance D
-
-
-def gap_positions(distance: int, passage: int = GAP_PASSAGE) -> torch.Tensor:
-    """Positions of the probe: the context passage at 0 .. P-1, the scored passage ending at ``distance``."""
-    _check_gap(distance, passage)
-    return torch.cat([torch.arange(passage), torch.arange(distance - passage + 1, distance + 1)])
-
-
-@torch.no_grad()
-def _passage_loss(model, batch, positions, scored):
-    """Mean loss of the last ``scored`` tokens of each row of ``batch`` (b, T), read at ``positions`` (T,): (b,)."""
-    logits = model(batch[:, :-1], positions[:-1]).float()  # (b, T - 1, V)
-    nll = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], reduction="none")  # (b, T - 1)
-    return nll[:, -scored:].mean(1)
-
-
-def run_smollm2(path: str | Path = SMOLLM2_PATH, samples: int = GAP_SAMPLES) -> dict:
-    """Experiment 2 (see the module docstring), ``samples`` passages; writes ``path`` and returns the results."""
-    _check_run(path, samples)
-    from .. import data
-    from ..pretrained import load_smollm2
-    from ..tokenization import BPETokenizer
-
-    model, tokenizer = load_smollm2(), BPETokenizer.from_gguf()
-    ids = torch.tensor(tokenizer.encode("\n\n".join(data.split("validation").values())))
-    P, W = GAP_PASSAGE, SMOLLM2_WINDOW
-    starts = [int(i * (len(ids) - 2 * P) / samples) for i in range(samples)]
-    batch = torch.stack([ids[s:s + 2 * P] for s in starts])  # (samples, 2P): context passage, scored passage
-    rows, start = [], time.perf_counter()
-
-    def record(name, distance, method, tokens, positions, s=1.0):
-        m = model if method == "RoPE" else rescale_rope(model, method, s, W)
-        losses = _passage_loss(m, tokens, positions, P - 1)  # (samples,)
-        rows.append({"setting": name, "distance": distance, "method": method, "s": s,
-                     "loss": round(losses.mean().item(), 5), "losses": [round(x, 5) for x in losses.tolist()]})
-        print(f"{name:>12} D={distance:6d} {method:>12} s={s:g}: ppl {math.exp(losses.mean().item()):.2f}", flush=True)
-
-    record("alone", P - 1, "RoPE", batch[:, P:], torch.arange(P))
-    for s in (2.0, 4.0, 8.0):  # the passage alone, read with stretched frequencies: local damage only
-        for method in METHODS:
-            record("alone", P - 1, method, batch[:, P:], torch.arange(P), s)
-    record("contiguous", 2 * P - 1, "RoPE", batch, torch.arange(2 * P))
-    for distance in GAP_DISTANCES:
-        s = max(1.0, distance / W)
-        record("gap", distance, "RoPE", batch, gap_positions(distance, P))
-        for method in METHODS if s > 1 else ():
-            record("gap", distance, method, batch, gap_positions(distance, P), s)
-    for distance in (4096, 16384, 65536):  # plain RoPE: the distant context without its first token, or only it
-        at = gap_positions(distance, P)
-        record("gap, no first token", distance, "RoPE", batch[:, 1:], at[1:])
-        record("gap, first token only", distance, "RoPE", torch.cat([batch[:, :1], batch[:, P:]], 1),
-               torch.cat([at[:1], at[P:]]))
-    out = {"window": W, "passage": P, "samples": samples, "starts": starts, "scored_tokens": samples * (P - 1),
-           "rows": rows, "seconds": round(time.perf_counter() - start, 1)}
-    _save(path, out)
-    return out
-
-
 # ---- argument checks ----------------------------------------------------------------------------------------------
 
 def _check_run(path, steps=None):
@@ -425,11 +313,6 @@ def _check_live(schemes, train_length, eval_lengths, steps, stretch, val_tokens,
     validate.number("lr", lr, low=0, low_open=True)
 
 
-def _check_gap(distance, passage):
-    validate.integer("passage", passage)
-    validate.integer("distance", distance, low=2 * passage - 1)  # the scored passage must not overlap the context
-
-
 def _check_position_losses(model, ids, length, batch_size):
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be an lmbook.model.Transformer, got {validate.describe(model)}")
@@ -447,10 +330,9 @@ if __name__ == "__main__":  # make positional
     which = sys.argv[1:] or ["tiny", "smollm2", "live"]
     if "tiny" in which:
         run_tiny()
-    for part in ("finetune", "seeds-rope", "sinusoid", "seeds-alibi"):
-        if f"tiny-{part}" in which:
-            extend_tiny(part)
     if "smollm2" in which:
+        from .positional_smollm2 import run_smollm2
+
         run_smollm2()
     if "live" in which:
         run_live_seeds()

@@ -42,6 +42,19 @@ def repeat_of_raw_lines(lines, max_steps):  # any identical line repeats, compar
     return {"answer": None, "stop": "limit", "kinds": kinds}
 
 
+def repeat_forgetting_after_failures(lines, max_steps):  # a line that does not parse resets the calls seen
+    kinds, seen = [], set()
+    for line in lines[:max_steps]:
+        step = _kind(line)
+        if isinstance(step, agents.Answer):
+            return {"answer": step.text, "stop": "answer", "kinds": kinds + ["answer"]}
+        if isinstance(step, agents.ToolCall) and step in seen:
+            return {"answer": None, "stop": "repeat", "kinds": kinds + ["repeat"]}
+        seen = seen | {step} if isinstance(step, agents.ToolCall) else set()
+        kinds.append("call" if isinstance(step, agents.ToolCall) else step)
+    return {"answer": None, "stop": "limit", "kinds": kinds}
+
+
 def repeat_without_step_limit(lines, max_steps):  # the right rule, reading every line
     return run_until_repeat(lines, len(lines))
 
@@ -78,7 +91,7 @@ def integer_mask_per_character(prefix, tokens):  # looks only at the token's fir
 
 @pytest.mark.parametrize("check, right, wrongs", [
     (checks.check_run_until_repeat, run_until_repeat, [repeat_of_previous_only, repeat_of_raw_lines,
-                                                       repeat_without_step_limit]),
+                                                       repeat_without_step_limit, repeat_forgetting_after_failures]),
     (checks.check_parse_json_call, parse_json_call, [parse_json_call_lenient, parse_json_call_strict_but_narrow]),
     (checks.check_integer_answer_mask, integer_answer_mask, [integer_mask_allows_empty_number,
                                                             integer_mask_per_character]),

@@ -19,6 +19,8 @@ function_check("run_until_repeat", lambda: [
     Case((["CALL python: 2", "CALL python: 2\n", "ANSWER: 2"], 4),
          hint="compare the parsed calls (tool, argument), not the raw lines: a final newline is not part of the "
               "argument."),
+    Case((["CALL python: 1", "Example.", "CALL python: 1", "ANSWER: 1"], 4),
+         hint="a line that does not parse in between does not reset the calls seen so far: this is a repeat."),
     Case((["CALL python: 1", "CALL python:  1", "ANSWER: 1"], 2),
          hint="the argument is compared exactly as parsed (' 1' is not '1'); the step limit counts every line."),
 ])

@@ -16,6 +16,7 @@ import sys
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
+OTHER_WRITERS = ("## Lighthouse",)  # results.md sections written by another script, which a full run keeps
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "lib"))
 
@@ -46,6 +47,11 @@ def main(names: list[str]) -> None:
         for s in sections:
             keep[s.split("\n", 1)[0].removeprefix("## ")] = s
         sections = list(keep.values())
+    elif out.exists():
+        # sections that no bench module writes (the Lighthouse scores, written by benchmarks/lighthouse.py)
+        # are kept as they are
+        old = ["## " + s.strip() for s in out.read_text().split("\n## ")[1:]]
+        sections += [s for s in old if s.startswith(OTHER_WRITERS)]
     out.write_text(header + "\n" + "\n\n".join(sections) + "\n")
     print(f"wrote {out}")
 

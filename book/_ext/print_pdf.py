@@ -3,7 +3,8 @@
     python book/_ext/print_pdf.py SINGLEHTML_DIR OUT.pdf
 
 The page is served on 127.0.0.1 and opened offline (anything external is refused, as in the site tests); the
-script waits until MathJax has typeset every formula, opens the drop-downs that hold code or outputs (the
+math is typeset at build time (book/_ext/fast_pages.py; if a page still loads MathJax, the script waits for it), the
+script loads every image and font, opens the drop-downs that hold code or outputs (the
 solutions are already gone: the build ran with HIDE_SOLUTIONS=1), and prints with the print stylesheet
 ``book/_static/print-book.css``, page numbers in the footer and the headings as the PDF's outline.
 """
@@ -49,8 +50,18 @@ def print_pdf(site: pathlib.Path, out: pathlib.Path, page_path: str = "index.htm
             # Code and outputs inside drop-downs are printed open, except the hidden set-up cell's source.
             page.evaluate("""() => document.querySelectorAll('details').forEach(d => {
                 if (!d.classList.contains('above-input')) d.open = true; })""")
-            page.evaluate("() => Promise.all([...document.images].map(i => i.decode().catch(() => null)))")
+            # Print media from here on: the screen's stylesheet lays out only the sections near the screen.
             page.emulate_media(media="print")
+            # Images below the fold are lazy-loaded on the site (book/_ext/fast_pages.py): load them all now, and
+            # every web font the page declares (the math is typeset at build time and drawn with MathJax's fonts,
+            # which a browser fetches only once it lays out a formula that needs them).
+            page.evaluate("() => document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; })")
+            page.evaluate("() => Promise.all([...document.images].map(i => i.decode().catch(() => null)))")
+            page.evaluate("() => Promise.all([...document.fonts].map(f => f.load().catch(() => null)))"
+                          ".then(() => document.fonts.ready).then(() => true)")
+            failed = page.evaluate("() => [...document.fonts].filter(f => f.status === 'error').map(f => f.family)")
+            if any(name.startswith("MJX") for name in failed):
+                raise RuntimeError(f"the math fonts did not load: {failed}")
             out.parent.mkdir(parents=True, exist_ok=True)
             page.pdf(path=str(out), format="A4", print_background=True, prefer_css_page_size=True,
                      display_header_footer=True, header_template="<span></span>", footer_template=FOOTER,

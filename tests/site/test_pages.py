@@ -17,10 +17,18 @@ SHOTS = ROOT / "_build" / "screenshots"
 
 def open_page(page, server, path):
     page.goto(f"{server}/{path}", wait_until="load")
-    if page.locator("script[src*='tex-mml-chtml']").count():  # wait until MathJax has typeset the page
+    load_everything(page)
+
+
+def load_everything(page):
+    """Load the images that the page lazy-loads (below the fold) and the web fonts, as a reader scrolling would."""
+    if page.locator("script[src*='tex-mml-chtml']").count():  # a page that still typesets in the browser
         page.wait_for_function("() => !!(window.MathJax && MathJax.startup && MathJax.startup.promise)",
                                timeout=20_000)
         page.evaluate("() => MathJax.startup.promise.then(() => true)")
+    page.evaluate("""() => { document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; });
+                             return Promise.all([...document.images].map(i => i.decode().catch(() => null)))
+                               .then(() => document.fonts.ready).then(() => true); }""")
 
 
 def test_the_site_has_every_chapter():
@@ -49,6 +57,11 @@ def test_page_loads_cleanly_with_images_and_typeset_math(page, server, path):
     assert "$$" not in text and "\\(" not in text and "\\[" not in text, f"{path}: raw TeX is visible"
     if page.locator("article .math").count():
         assert page.locator("article mjx-container").count() > 0, f"{path}: math was not typeset"
+    # The math is typeset at build time and the icons are inline SVG (book/_ext/fast_pages.py): no page loads
+    # MathJax or Font Awesome's script, and the only render-blocking stylesheet is the bundle.
+    scripts = page.eval_on_selector_all("script[src]", "els => els.map(e => e.getAttribute('src'))")
+    assert not [s for s in scripts if "tex-mml-chtml" in s or "fontawesome" in s], f"{path}: {scripts}"
+    assert page.locator("i.fa-solid, i.fas, i.fab").count() == 0, f"{path}: a Font Awesome icon was not inlined"
 
 
 @pytest.mark.parametrize("path", CHAPTERS)
@@ -76,6 +89,22 @@ def test_chapter_solutions_closed_and_launch_buttons_right(page, server, path):
         f"{path}: the versions and date of the outputs are not shown"
 
 
+def test_header_buttons_have_labels_and_icons_and_the_theme_switch_works(page, server):
+    open_page(page, server, "notebooks/07_attention.html")
+    buttons = page.locator(".bd-header-article button:visible")  # launch, repository, download, full screen, mode
+    assert buttons.count() >= 4
+    for i in range(buttons.count()):
+        button = buttons.nth(i)
+        label = (button.get_attribute("aria-label") or button.get_attribute("title") or button.inner_text()).strip()
+        assert label, f"header button {i} has no accessible name: {button.evaluate('e => e.outerHTML')[:200]}"
+        assert button.locator("svg").count() >= 1 or button.inner_text().strip(), f"header button {i} shows nothing"
+    icon = page.locator(".bd-header-article button svg.svg-inline--fa").first
+    assert icon.bounding_box()["width"] > 8, "the header's icons are not drawn"
+    before = page.evaluate("() => document.documentElement.dataset.mode")
+    page.locator("button.theme-switch-button").first.click()
+    assert page.evaluate("() => document.documentElement.dataset.mode") != before, "the theme switch does nothing"
+
+
 def test_search_finds_a_chapter_term(page, server):
     page.goto(f"{server}/search.html?q=Kneser", wait_until="load")
     page.wait_for_selector("#search-results li", timeout=20_000)
@@ -96,9 +125,10 @@ def test_site_works_from_disk_without_a_server(page, site):
     """The built folder opened with file://, offline: math, figures and search all work."""
     chapter = site / "notebooks" / "01_language_models_and_perplexity.html"
     page.goto(chapter.as_uri(), wait_until="load")
-    page.wait_for_function("() => !!(window.MathJax && MathJax.startup && MathJax.startup.promise)", timeout=20_000)
-    page.evaluate("() => MathJax.startup.promise.then(() => true)")
+    load_everything(page)
     assert page.locator("article mjx-container").count() > 10
+    # The math's glyphs come from the vendored MathJax fonts, which load from disk too.
+    assert page.evaluate("() => [...document.fonts].some(f => f.family === 'MJXTEX' && f.status === 'loaded')")
     assert page.eval_on_selector_all("article img", "els => els.every(e => e.complete && e.naturalWidth > 0)")
     assert page.console_errors == [], page.console_errors[:3]
     # Search finds pages from disk too; only its result snippets need a server (the browser blocks fetch()

@@ -15,7 +15,7 @@ import yaml
 from _site_helpers import ROOT
 
 PDF = ROOT / "_build" / "pdf" / "book.pdf"
-TOOLS = ("pdfinfo", "pdftotext", "pdftoppm", "pdfimages")
+TOOLS = ("pdfinfo", "pdftotext", "pdftoppm", "pdfimages", "pdffonts")
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,16 @@ def test_math_is_rendered_not_tex(pages):
         assert extra <= 0, f"raw TeX {tex!r} in the PDF ({extra} more than in code): MathJax did not typeset it"
     # Chapter 7's matrix form of attention, softmax(QK^T / sqrt(d_k)) V, typeset by MathJax into symbols.
     assert text.replace(" ", "").count("(QK⊤/√dk)V") > 0, "chapter 7's softmax(QK^T/sqrt(d_k))V is not in the PDF"
+
+
+def test_math_is_drawn_in_mathjax_fonts(pdf):
+    """The math is typeset at build time (book/_ext/fast_pages.py): the PDF must embed MathJax's own fonts."""
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
+    # Chromium embeds MathJax's woff fonts as unnamed Type 3 fonts; the text fonts (DejaVu, Liberation, Font
+    # Awesome) are TrueType. Without the math fonts (not loaded before printing) the math falls back to a text
+    # font and the PDF has no Type 3 font at all.
+    type3 = [line for line in fonts.splitlines()[2:] if " Type 3 " in line]
+    assert len(type3) >= 3, f"only {len(type3)} Type 3 (MathJax) fonts in the PDF: the math fonts did not load"
 
 
 def test_code_outputs_figures_bibliography_and_no_solutions(pdf, pages):

@@ -125,10 +125,10 @@ def generate(model, prompt_ids, max_new_tokens: int, *, do_sample: bool = False,
     """
     ids = _check_generate(model, prompt_ids, max_new_tokens, do_sample, temperature, top_k, top_p, min_p,
                           repetition_penalty, eos_id, generator, cache, use_cache)  # (B, T) on the model's device
-    next_logits = _logits_step(model, ids, max_new_tokens, cache, use_cache)  # ids (B, T) -> logits (B, V)
+    logits_of = _logits_step(model, ids, max_new_tokens, cache, use_cache)  # ids (B, T) -> logits (B, V)
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)  # rows that produced eos_id
     for _ in range(max_new_tokens):
-        next_ids = next_token(next_logits(ids), ids, do_sample=do_sample, temperature=temperature, top_k=top_k,
+        next_ids = next_token(logits_of(ids), ids, do_sample=do_sample, temperature=temperature, top_k=top_k,
                               top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty, generator=generator)
         if eos_id is not None:
             next_ids = torch.where(done, torch.full_like(next_ids, eos_id), next_ids)  # finished rows: padding
@@ -147,11 +147,11 @@ def _logits_step(model, ids, max_new_tokens, cache=None, use_cache=False):
         from .kv_cache import KVCache  # chapter 11
         cache = KVCache.for_model(model, max_len=ids.shape[1] + max_new_tokens, batch=ids.shape[0])
 
-    def next_logits(ids):
+    def logits_of(ids):
         unseen = ids if cache is None else ids[:, int(cache.seq_len):]  # (B, T) or (B, T - cached)
         return model(unseen, cache=cache, last_only=True)[:, -1, :].float()  # (B, V)
 
-    return next_logits
+    return logits_of
 
 
 def distinct_n(sequences, n: int) -> float:

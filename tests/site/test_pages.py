@@ -105,6 +105,23 @@ def test_header_buttons_have_labels_and_icons_and_the_theme_switch_works(page, s
     assert page.evaluate("() => document.documentElement.dataset.mode") != before, "the theme switch does nothing"
 
 
+def test_admonition_icons_are_drawn_without_the_icon_font(page, server):
+    """Admonition icons are SVG masks (book/_ext/fast_pages.py): a chapter never downloads Font Awesome's font."""
+    open_page(page, server, "notebooks/03_pagerank_textrank.html")
+    page.evaluate("() => document.querySelectorAll('section').forEach(s => { s.style.contentVisibility = 'visible'; })")
+    warning = page.locator("div.warning.admonition > p.admonition-title").first
+    warning.scroll_into_view_if_needed()
+    icon = warning.evaluate("""e => { const s = getComputedStyle(e, '::after');
+                                      return [s.maskImage || s.webkitMaskImage, s.width, s.backgroundColor]; }""")
+    assert icon[0].startswith('url("data:image/svg+xml') and icon[1] != "0px", icon[:2]
+    solution = page.locator("div.solution.admonition > p.admonition-title").first
+    assert solution.evaluate("e => getComputedStyle(e, '::after').content") == "none"  # solutions have no icon
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+    fonts = page.evaluate("() => performance.getEntriesByType('resource').map(r => r.name)"
+                          ".filter(n => /webfonts/.test(n))")
+    assert fonts == [], fonts
+
+
 def test_search_finds_a_chapter_term(page, server):
     page.goto(f"{server}/search.html?q=Kneser", wait_until="load")
     page.wait_for_selector("#search-results li", timeout=20_000)
